@@ -1,0 +1,5 @@
+import sys
+
+from maxk.cli import main
+
+sys.exit(main())

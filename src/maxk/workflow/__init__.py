@@ -1,0 +1,1 @@
+"""Orchestration helpers used by the Snakemake rules (provenance, config checks)."""

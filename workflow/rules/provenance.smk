@@ -1,0 +1,19 @@
+# The environment every result of this run was produced in: config hash, git commit, packages.
+
+
+rule environment:
+    output:
+        f"{RESULTS}/provenance/environment.json",
+    log:
+        f"{LOGS}/environment.log",
+    benchmark:
+        f"{BENCH}/environment.tsv"
+    conda:
+        "../../envs/report.yaml"
+    params:
+        config=json.dumps(config, sort_keys=True),
+    shell:
+        "maxk provenance --config-json {params.config:q} --output {output} > {log} 2>&1"
+
+
+ALL_TARGETS.append(f"{RESULTS}/provenance/environment.json")
