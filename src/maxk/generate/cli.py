@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--config-json",
         default="{}",
-        help='JSON with "seed", "generate" (config section) and optionally "data" (for the prompt builder)',
+        help='JSON with "seed", "generate" (config section) and "prompt" (the prompt builder\'s section)',
     )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (transformers backend)")
     p.set_defaults(handler=_generate)
@@ -89,13 +89,13 @@ def make_backend(gen: dict[str, Any], model_path: str, *, seed: int, threads: in
     raise ValueError(f"unknown generate.backend {backend!r} (expected 'transformers' or 'vllm')")
 
 
-def prompt_functions(tokenizer: Any, data_config: dict[str, Any]) -> tuple[Any, Any]:
+def prompt_functions(tokenizer: Any, prompt_config: dict[str, Any]) -> tuple[Any, Any]:
     """``(build_prompt(problem) -> str, extract_program(completion, problem) -> str)`` from the data
     stage (``maxk.data.prompts``); the prompt is built with the generating model's tokenizer."""
     from maxk.data.prompts import build_prompt, extract_program
 
     def build(problem: dict[str, Any]) -> str:
-        return build_prompt(problem, tokenizer, config=data_config)
+        return build_prompt(problem, tokenizer, config=prompt_config)
 
     return build, extract_program
 
@@ -132,7 +132,7 @@ def _generate(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from exc
     backend = make_backend(gen, args.model_path, seed=seed, threads=args.threads)
-    build, extract = prompt_functions(backend.tokenizer, config.get("data", {}))
+    build, extract = prompt_functions(backend.tokenizer, config.get("prompt") or {})
     manifest = run_shard(
         problems=problems,
         build_prompt=build,
