@@ -1,15 +1,19 @@
 """transformers backend (CPU or a small GPU): exact per-token entropy and log-probs from the logits.
 
-All ``n`` samples of a prompt go through one ``generate`` call (``num_return_sequences``), split into
-chunks of at most ``max_batch_size`` sequences to bound memory; the KV cache is on and generation stops
-as soon as every sequence of the chunk has sampled a stop token.
+All ``n`` samples of a prompt go through one ``generate`` call, split into chunks of at most
+``max_batch_size`` sequences to bound memory. The prompt is prefilled once and its KV cache copied to
+every sequence of the chunk (the samples share it); decoding uses a preallocated (static) KV cache,
+which avoids re-concatenating the cache at every step (the dominant cost with a dynamic cache on a
+tiny model), and generation stops as soon as every sequence of the chunk has drawn a stop token.
 
-Temperature and top-p are applied by our own logits processor (HF's are switched off: temperature 1,
-top-p 1, top-k 0, no repetition penalty) because custom processors run *before* HF's warpers: ours is
-then the last transformation, so the distribution it records is exactly the one ``generate`` samples
-from. Per step it keeps the log-softmax of the processed scores for the next step (to gather the
-log-prob of the token just sampled) and the exact entropy ``-sum p log p`` of that distribution.
-Memory is O(batch x vocab), never O(batch x steps x vocab).
+Sampling happens in our own logits processor (``_Sampler``), run as the last one while ``generate``
+decodes greedily with no other processor (no top-k, no repetition penalty, no checkpoint defaults):
+it applies temperature and top-p, draws each sequence's token by inverse-CDF sampling with a
+``torch.Generator`` seeded per problem (several times faster than ``torch.multinomial`` on CPU and
+independent of the global RNG), and returns scores whose argmax is the drawn token. So the distribution
+it records is, by construction, the one the token was drawn from: per step it keeps the exact entropy
+``-sum p log p`` of the processed distribution and the drawn token's log-prob. Memory is
+O(batch x vocab) per step plus O(batch x steps) statistics, never O(batch x steps x vocab).
 """
 
 from __future__ import annotations
@@ -24,10 +28,13 @@ from maxk.generate.backends import Sample, SamplingParams, resolve_stop_token_id
 DEFAULT_STOP_TOKENS: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>")
 
 
-class _SamplingRecorder:
-    """Logits processor: applies temperature/top-p, records exact entropy and sampled-token log-probs."""
+class _Sampler:
+    """Logits processor that does the sampling: applies temperature/top-p, draws the next token by
+    inverse-CDF sampling with its own seeded generator, records the exact entropy of that distribution
+    and the log-prob of the drawn token, and returns scores whose argmax is the drawn token (``generate``
+    runs greedy, so it emits exactly that token and handles stopping and padding as usual)."""
 
-    def __init__(self, temperature: float, top_p: float) -> None:
+    def __init__(self, temperature: float, top_p: float, generator: Any) -> None:
         from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
 
         self.warpers: list[Any] = []
@@ -35,7 +42,7 @@ class _SamplingRecorder:
             self.warpers.append(TemperatureLogitsWarper(temperature))
         if top_p < 1.0:
             self.warpers.append(TopPLogitsWarper(top_p=top_p, min_tokens_to_keep=1))
-        self.prev_logp: Any = None
+        self.generator = generator
         self.token_logps: list[Any] = []
         self.entropies: list[Any] = []
 
@@ -46,19 +53,22 @@ class _SamplingRecorder:
         for warper in self.warpers:
             scores = warper(input_ids, scores)
         logp = torch.log_softmax(scores, dim=-1)
-        if self.prev_logp is not None:
-            self.token_logps.append(self.prev_logp.gather(1, input_ids[:, -1:]).squeeze(1))
         p = logp.exp()
         # Tokens removed by top-p have p = 0 and logp = -inf; they contribute 0 to the entropy.
         self.entropies.append(-(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1))
-        self.prev_logp = logp
-        return scores
+        cdf = p.double().cumsum(-1)
+        u = torch.rand((p.shape[0], 1), generator=self.generator, dtype=torch.float64, device=p.device)
+        token = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).clamp_(max=p.shape[1] - 1)
+        bad = p.gather(1, token) == 0  # only if rounding pushed u onto the last cdf value
+        if bool(bad.any()):
+            token = torch.where(bad, p.argmax(-1, keepdim=True), token)
+        self.token_logps.append(logp.gather(1, token).squeeze(1))
+        return torch.full_like(scores, -float("inf")).scatter_(1, token, 0.0)
 
-    def finish(self, last_tokens: Any) -> tuple[Any, Any]:
-        """Stacked ``[batch, steps]`` log-probs of the sampled tokens and entropies."""
+    def stats(self) -> tuple[Any, Any]:
+        """``[batch, steps]`` log-probs of the drawn tokens and entropies (rows past a stop are junk)."""
         import torch
 
-        self.token_logps.append(self.prev_logp.gather(1, last_tokens[:, None]).squeeze(1))
         return torch.stack(self.token_logps, dim=1), torch.stack(self.entropies, dim=1)
 
 
@@ -77,6 +87,8 @@ class TransformersBackend:
         dtype: str = "float32",
         device: str = "cpu",
         threads: int | None = None,
+        share_prefix: bool = True,
+        static_cache: bool = True,
         stop_tokens: Sequence[str] = DEFAULT_STOP_TOKENS,
         revision: str | None = None,
     ) -> None:
@@ -89,6 +101,8 @@ class TransformersBackend:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.model_path = str(model_path)
         self.max_batch_size = int(max_batch_size)
+        self.share_prefix = bool(share_prefix)
+        self.static_cache = bool(static_cache)
         self.dtype = dtype
         self.device = device
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, revision=revision)
@@ -111,6 +125,8 @@ class TransformersBackend:
             "name": self.name,
             "entropy_kind": self.entropy_kind,
             "max_batch_size": self.max_batch_size,
+            "share_prefix": self.share_prefix,
+            "static_cache": self.static_cache,
             "dtype": self.dtype,
             "device": self.device,
             "stop_token_ids": self.stop_token_ids,
@@ -137,45 +153,60 @@ class TransformersBackend:
         if not ids:
             raise ValueError("empty prompt after tokenisation")
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-        generator_state = torch.random.get_rng_state()
-        torch.manual_seed(int(seed))  # HF samples with the global generator; restored below
-        try:
-            samples: list[Sample] = []
-            remaining = params.n
-            while remaining > 0:
-                chunk = min(remaining, self.max_batch_size)
-                samples.extend(self._generate_chunk(input_ids, chunk, params))
-                remaining -= chunk
-        finally:
-            torch.random.set_rng_state(generator_state)
+        generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        samples: list[Sample] = []
+        remaining = params.n
+        while remaining > 0:
+            chunk = min(remaining, self.max_batch_size)
+            samples.extend(self._generate_chunk(input_ids, chunk, params, generator))
+            remaining -= chunk
         return samples
 
-    def _generate_chunk(self, input_ids: Any, chunk: int, params: SamplingParams) -> list[Sample]:
+    def _generate_chunk(
+        self, input_ids: Any, chunk: int, params: SamplingParams, generator: Any
+    ) -> list[Sample]:
         import torch
         from transformers import GenerationConfig, LogitsProcessorList
 
-        recorder = _SamplingRecorder(params.temperature, params.top_p)
+        sampler = _Sampler(params.temperature, params.top_p, generator)
+        batch_ids = input_ids.expand(chunk, -1)
+        cache = None
+        if self.share_prefix and input_ids.shape[1] > 1:
+            # Prefill the prompt (all but its last token) once and copy the KV cache to every
+            # sequence: the n samples share the prompt, so this saves (n - 1) prompt forwards.
+            with torch.inference_mode():
+                prefix = self.model(input_ids[:, :-1], use_cache=True).past_key_values
+            if self.static_cache:
+                from transformers import StaticCache
+
+                cache = StaticCache(
+                    config=self.model.config, max_cache_len=input_ids.shape[1] + params.max_new_tokens
+                )
+                for i, layer in enumerate(prefix.layers):  # preallocated: no per-step torch.cat
+                    cache.update(
+                        layer.keys.expand(chunk, -1, -1, -1), layer.values.expand(chunk, -1, -1, -1), i
+                    )
+            else:
+                cache = prefix
+                cache.batch_repeat_interleave(chunk)
         config = GenerationConfig(
-            do_sample=True,
-            temperature=1.0,
-            top_p=1.0,
-            top_k=0,
+            do_sample=False,  # the sampling happens in _Sampler; greedy picks its token
             repetition_penalty=1.0,
             max_new_tokens=params.max_new_tokens,
-            num_return_sequences=chunk,
             eos_token_id=self.stop_token_ids,
             pad_token_id=self.pad_token_id,
             use_cache=True,
         )
         with torch.inference_mode():
             sequences = self.model.generate(
-                input_ids,
-                attention_mask=torch.ones_like(input_ids),
+                batch_ids,
+                attention_mask=torch.ones_like(batch_ids),
+                past_key_values=cache,
                 generation_config=config,
-                logits_processor=LogitsProcessorList([recorder]),
+                logits_processor=LogitsProcessorList([sampler]),
             )
         generated = sequences[:, input_ids.shape[1] :].cpu()
-        token_logps, entropies = recorder.finish(generated[:, -1].to(recorder.prev_logp.device))
+        token_logps, entropies = sampler.stats()
         return self._to_samples(generated, token_logps.cpu().double(), entropies.cpu().double())
 
     def _to_samples(self, generated: Any, token_logps: Any, entropies: Any) -> list[Sample]:
