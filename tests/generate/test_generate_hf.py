@@ -97,3 +97,35 @@ def test_same_seed_same_samples_and_chunking_is_seeded(hf_backend):
     assert [s.token_ids for s in one] == [s.token_ids for s in two]
     assert [s.token_ids for s in one] != [s.token_ids for s in other]
     assert len(one) == 20
+
+
+@pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.5, 0.8)])
+def test_tokens_are_drawn_from_the_recorded_distribution(hf_backend, temperature, top_p):
+    """E[log p(token)] = -H for tokens drawn from p: the mean log-prob of 2048 first tokens must match
+    minus the recorded entropy (a sampler drawing from any other distribution fails this)."""
+    params = SamplingParams(n=2048, temperature=temperature, top_p=top_p, max_new_tokens=1)
+    backend = hf_backend
+    old, backend.max_batch_size = backend.max_batch_size, 2048
+    try:
+        (samples,) = backend.generate([_chat(backend, "sum a list")], [21], params)
+    finally:
+        backend.max_batch_size = old
+    logps = torch.tensor([s.sum_logprob for s in samples], dtype=torch.float64)
+    entropy = samples[0].mean_entropy
+    assert all(s.mean_entropy == pytest.approx(entropy) for s in samples)  # same prompt, same step-1 dist
+    stderr = float(logps.std()) / math.sqrt(len(samples))
+    assert abs(float(logps.mean()) + entropy) < 4 * stderr + 1e-3
+
+
+def test_static_and_dynamic_cache_paths_agree(tiny_model_dir):
+    from maxk.generate.hf import TransformersBackend
+
+    params = SamplingParams(n=8, temperature=0.9, max_new_tokens=12)
+    out = []
+    for kwargs in ({}, {"static_cache": False}, {"share_prefix": False}):
+        b = TransformersBackend(tiny_model_dir, threads=1, **kwargs)
+        (samples,) = b.generate([_chat(b, "abc")], [99], params)
+        out.append(samples)
+    for other in out[1:]:
+        assert [s.token_ids for s in other] == [s.token_ids for s in out[0]]
+        assert [s.mean_entropy for s in other] == pytest.approx([s.mean_entropy for s in out[0]], abs=1e-4)

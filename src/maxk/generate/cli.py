@@ -131,7 +131,10 @@ def _generate(args: argparse.Namespace) -> int:
         )
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from exc
-    backend = make_backend(gen, args.model_path, seed=seed, threads=args.threads)
+    try:
+        backend = make_backend(gen, args.model_path, seed=seed, threads=args.threads)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load model {args.model_path!r} for generation: {exc}") from exc
     build, extract = prompt_functions(backend.tokenizer, config.get("prompt") or {})
     manifest = run_shard(
         problems=problems,
