@@ -123,6 +123,8 @@ def _generate(args: argparse.Namespace) -> int:
     model_name = args.model_name or Path(args.model_path).name
     try:
         problems = _load_problems(args.problems)
+        if gen.get("max_problems") is not None:
+            problems = problems[: int(gen["max_problems"])]  # the first ones, in dataset order
         params = SamplingParams(
             n=gen.get("n", 256),
             temperature=gen.get("temperature", 1.0),
