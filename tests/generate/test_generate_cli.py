@@ -69,6 +69,11 @@ def test_cli_shards_then_merge(tmp_path, tiny_model_dir, problems, fake_prompts,
     assert manifest["dataset"] == "toy" and manifest["model"]["sha256"]
     assert manifest["backend"]["name"] == "transformers" and manifest["sampling"]["n"] == 3
     assert "15 rows from 2 shards" in capsys.readouterr().out
+    cfg["generate"]["max_problems"] = 2  # the first two problems only, same samples as above
+    capped = tmp_path / "capped.parquet"
+    argv = ["generate", "--model-path", str(tiny_model_dir), "--model-name", "base", "--problems", str(data)]
+    assert main([*argv, "--config-json", json.dumps(cfg), "--output", str(capped)]) == 0
+    pd.testing.assert_frame_equal(pd.read_parquet(capped), df.iloc[:6])
 
 
 def test_cli_errors_are_user_errors(tmp_path, capsys):
