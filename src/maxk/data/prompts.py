@@ -172,7 +172,17 @@ def _stub_support(stub: str, entry: str) -> list[tuple[str, set[str], str]]:
 def _repair_call(code: str, problem: dict[str, Any]) -> str:
     tests = problem["tests"]
     entry = tests["entry_point"]
-    stub = (problem.get("meta") or {}).get("stub") or ""
+    meta = problem.get("meta") or {}
+    if meta.get("call_style") == "class_method":
+        # LiveCodeBench/LeetCode: the program defines `class Solution` with method `entry`; the cases
+        # call `entry(...)`, so add a module-level function forwarding to a fresh instance.
+        cls = meta.get("class_name", "Solution")
+        if re.search(rf"^class\s+{re.escape(cls)}\b", code, re.M) and not re.search(
+            rf"^(async\s+)?def\s+{re.escape(entry)}\s*\(", code, re.M
+        ):
+            return f"{code}\n\ndef {entry}(*args, **kwargs):\n    return {cls}().{entry}(*args, **kwargs)\n"
+        return code
+    stub = meta.get("stub") or ""
     if not stub:
         return code
     if not _defines(code, entry):
