@@ -88,3 +88,35 @@ def test_cli_errors_are_user_errors(tmp_path, capsys):
         ["generate", "merge", "--output", str(tmp_path / "m.parquet"), str(tmp_path / "shard0.parquet")]
     )
     assert rc == 1 and "shard0.parquet: shard missing" in capsys.readouterr().err
+
+
+def test_real_prompt_builder_and_extractor_are_wired(tmp_path, tiny_model_dir):
+    """The CLI's glue uses the data stage's build_prompt (with the model's chat template and the prompt
+    config) and extract_program on every completion."""
+    from maxk.data import load
+    from maxk.data.prompts import build_prompt, extract_program
+    from maxk.generate.cli import prompt_functions
+    from maxk.generate.hf import TransformersBackend
+
+    problems = load("suite", family="mixed:0.5", n=4, seed=1)
+    backend = TransformersBackend(tiny_model_dir, threads=1)
+    build, extract = prompt_functions(backend.tokenizer, {"system": "SYS-MARK"})
+    prompt = build(problems[0])
+    assert prompt == build_prompt(problems[0], backend.tokenizer, config={"system": "SYS-MARK"})
+    assert prompt.startswith("<|im_start|>system\nSYS-MARK") and prompt.endswith("<|im_start|>assistant\n")
+    assert extract is extract_program
+    assert extract("Sure:\n```python\nprint(int(input()) * 2)\n```\nDone.", problems[0]) == (
+        "print(int(input()) * 2)\n"
+    )
+
+    data = tmp_path / "suite_x.jsonl.gz"
+    write_jsonl(data, problems)
+    cfg = {"seed": 1, "generate": {"n": 2, "max_new_tokens": 4}, "prompt": {}}
+    out = tmp_path / "s.parquet"
+    argv = ["generate", "--model-path", str(tiny_model_dir), "--problems", str(data), "--output", str(out)]
+    assert main([*argv, "--config-json", json.dumps(cfg)]) == 0
+    df = pd.read_parquet(out)
+    by_id = {p["id"]: p for p in problems}
+    assert len(df) == 8
+    assert all(r.program == extract_program(r.completion, by_id[r.problem_id]) for r in df.itertuples())
+    assert json.loads((tmp_path / "s.manifest.json").read_text())["dataset"] == "suite_x"
