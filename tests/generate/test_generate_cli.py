@@ -6,6 +6,7 @@ import json
 import sys
 import types
 
+import gen_fixtures as fx
 import pandas as pd
 import pytest
 
@@ -34,7 +35,9 @@ def fake_prompts(monkeypatch):
     return calls
 
 
-def test_cli_shards_then_merge(tmp_path, tiny_model_dir, problems, fake_prompts, capsys):
+def test_cli_shards_then_merge(tmp_path, fake_prompts, capsys):
+    tiny_model_dir = fx.tiny_model_dir()
+    problems = fx.toy_problems()
     data = tmp_path / "toy.jsonl.gz"
     write_jsonl(data, problems)
     cfg = {
@@ -90,9 +93,10 @@ def test_cli_errors_are_user_errors(tmp_path, capsys):
     assert rc == 1 and "shard0.parquet: shard missing" in capsys.readouterr().err
 
 
-def test_real_prompt_builder_and_extractor_are_wired(tmp_path, tiny_model_dir):
+def test_real_prompt_builder_and_extractor_are_wired(tmp_path):
     """The CLI's glue uses the data stage's build_prompt (with the model's chat template and the prompt
     config) and extract_program on every completion."""
+    tiny_model_dir = fx.tiny_model_dir()
     from maxk.data import load
     from maxk.data.prompts import build_prompt, extract_program
     from maxk.generate.cli import prompt_functions

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import gen_fixtures as fx
 import pytest
 import torch
 
@@ -34,7 +35,8 @@ def _direct_stats(backend, prompt, token_ids, temperature, top_p):
 
 
 @pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.7, 0.9)])
-def test_entropy_and_logprob_are_exact(hf_backend, temperature, top_p):
+def test_entropy_and_logprob_are_exact(temperature, top_p):
+    hf_backend = fx.hf_backend()
     prompt = _chat(hf_backend, "Write add(a, b).")
     params = SamplingParams(n=6, temperature=temperature, top_p=top_p, max_new_tokens=10)
     (samples,) = hf_backend.generate([prompt], [7], params)
@@ -47,16 +49,18 @@ def test_entropy_and_logprob_are_exact(hf_backend, temperature, top_p):
         assert math.isfinite(s.sum_logprob) and s.sum_logprob < 0
 
 
-def test_checkpoint_sampling_defaults_do_not_leak(hf_backend):
+def test_checkpoint_sampling_defaults_do_not_leak():
     """HF's global default top_k=50 (or a checkpoint's top_k) would truncate the distribution. The random
     tiny model is near-uniform over ~400 tokens, so 256 first tokens must show far more than 50 values."""
+    hf_backend = fx.hf_backend()
     (samples,) = hf_backend.generate([_chat(hf_backend, "hi")], [3], SamplingParams(n=256, max_new_tokens=1))
     assert len({s.token_ids[0] for s in samples}) > 80
 
 
-def test_stop_and_length_finish(hf_backend):
+def test_stop_and_length_finish():
     """Random weights emit the stop token now and then: rows stop at the FIRST stop token (included in
     num_tokens, excluded from the text) or run to max_new_tokens with finish 'length'."""
+    hf_backend = fx.hf_backend()
     params = SamplingParams(n=64, max_new_tokens=24)
     (samples,) = hf_backend.generate([_chat(hf_backend, "go")], [11], params)
     stops = set(hf_backend.stop_token_ids)
@@ -74,7 +78,8 @@ def test_stop_and_length_finish(hf_backend):
         assert s.completion == hf_backend.tokenizer.decode(body, skip_special_tokens=True)
 
 
-def test_to_samples_masks_padding_after_stop(hf_backend):
+def test_to_samples_masks_padding_after_stop():
+    hf_backend = fx.hf_backend()
     eos, pad = hf_backend.stop_token_ids[0], hf_backend.pad_token_id
     a, b = 10, 11
     generated = torch.tensor([[a, eos, pad, pad], [a, b, a, b], [eos, pad, pad, pad]])
@@ -88,7 +93,8 @@ def test_to_samples_masks_padding_after_stop(hf_backend):
     assert s[2].completion == ""
 
 
-def test_same_seed_same_samples_and_chunking_is_seeded(hf_backend):
+def test_same_seed_same_samples_and_chunking_is_seeded():
+    hf_backend = fx.hf_backend()
     prompt = _chat(hf_backend, "x")
     params = SamplingParams(n=20, max_new_tokens=6)  # 20 > max_batch_size 16: two chunks
     one = hf_backend.generate([prompt], [5], params)[0]
@@ -100,9 +106,10 @@ def test_same_seed_same_samples_and_chunking_is_seeded(hf_backend):
 
 
 @pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.5, 0.8)])
-def test_tokens_are_drawn_from_the_recorded_distribution(hf_backend, temperature, top_p):
+def test_tokens_are_drawn_from_the_recorded_distribution(temperature, top_p):
     """E[log p(token)] = -H for tokens drawn from p: the mean log-prob of 2048 first tokens must match
     minus the recorded entropy (a sampler drawing from any other distribution fails this)."""
+    hf_backend = fx.hf_backend()
     params = SamplingParams(n=2048, temperature=temperature, top_p=top_p, max_new_tokens=1)
     backend = hf_backend
     old, backend.max_batch_size = backend.max_batch_size, 2048
@@ -117,7 +124,8 @@ def test_tokens_are_drawn_from_the_recorded_distribution(hf_backend, temperature
     assert abs(float(logps.mean()) + entropy) < 4 * stderr + 1e-3
 
 
-def test_static_and_dynamic_cache_paths_agree(tiny_model_dir):
+def test_static_and_dynamic_cache_paths_agree():
+    tiny_model_dir = fx.tiny_model_dir()
     from maxk.generate.hf import TransformersBackend
 
     params = SamplingParams(n=8, temperature=0.9, max_new_tokens=12)

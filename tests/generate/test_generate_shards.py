@@ -6,6 +6,7 @@ import itertools
 import json
 import random
 
+import gen_fixtures as fx
 import pandas as pd
 import pytest
 
@@ -93,7 +94,8 @@ def test_seeds_depend_on_model_dataset_problem_only():
     assert s not in others and len(others) == 4
 
 
-def test_rows_schema_and_extraction_wiring(tmp_path, problems):
+def test_rows_schema_and_extraction_wiring(tmp_path):
+    problems = fx.toy_problems()
     out = tmp_path / "s.parquet"
     manifest = _run(problems, out, ToyBackend(), n=3)
     df = pd.read_parquet(out)
@@ -110,8 +112,10 @@ def test_rows_schema_and_extraction_wiring(tmp_path, problems):
     assert manifest["packages"]["pyarrow"]
 
 
-def test_hf_shard_alone_is_deterministic(tmp_path, problems, hf_backend):
+def test_hf_shard_alone_is_deterministic(tmp_path):
     """Shard 1 of 2 generated twice alone, and the same problems inside a 1-shard run: same rows."""
+    problems = fx.toy_problems()
+    hf_backend = fx.hf_backend()
     params = SamplingParams(n=5, max_new_tokens=6)
     a, b, full = tmp_path / "a.parquet", tmp_path / "b.parquet", tmp_path / "full.parquet"
     _run(problems, a, hf_backend, shard=1, num_shards=2, params=params)
@@ -133,7 +137,8 @@ def _shards(tmp_path, problems, m=3):
     return paths
 
 
-def test_merge_concatenates_in_order(tmp_path, problems):
+def test_merge_concatenates_in_order(tmp_path):
+    problems = fx.toy_problems()
     paths = _shards(tmp_path, problems)
     _run(problems, tmp_path / "full.parquet", ToyBackend())
     manifest = merge_shards(paths, tmp_path / "merged.parquet")
@@ -144,7 +149,8 @@ def test_merge_concatenates_in_order(tmp_path, problems):
     assert len(manifest["seeds"]["per_problem"]) == 5
 
 
-def test_merge_rejects_missing_corrupt_incomplete_or_misordered(tmp_path, problems):
+def test_merge_rejects_missing_corrupt_incomplete_or_misordered(tmp_path):
+    problems = fx.toy_problems()
     paths = _shards(tmp_path, problems)
     out = tmp_path / "merged.parquet"
     with pytest.raises(ShardError, match="expected shard 0 of 3"):
@@ -165,14 +171,17 @@ def test_merge_rejects_missing_corrupt_incomplete_or_misordered(tmp_path, proble
     assert not out.exists()
 
 
-def test_merge_rejects_shards_of_different_runs(tmp_path, problems):
+def test_merge_rejects_shards_of_different_runs(tmp_path):
+    problems = fx.toy_problems()
     paths = _shards(tmp_path, problems, m=2)
     _run(problems, paths[1], ToyBackend(), shard=1, num_shards=2, model="other")
     with pytest.raises(ShardError, match="model_name"):
         merge_shards(paths, tmp_path / "m.parquet")
 
 
-def test_failed_generation_leaves_no_output(tmp_path, problems):
+def test_failed_generation_leaves_no_output(tmp_path):
+    problems = fx.toy_problems()
+
     class Broken(ToyBackend):
         def generate(self, prompts, seeds, params):
             if any("f3" in p for p in prompts):
