@@ -41,7 +41,7 @@ rule generate_shard:
         runtime=GEN_RES["runtime"],
         gpu=GEN_RES["gpu"],
     params:
-        config=gen_rules.job_config_json(config),
+        config=lambda wc: gen_rules.job_config_json(config),
         model_path=lambda wc: gen_rules.model_path(config, wc.model),
         num_shards=config["generate"]["num_shards"],
     shell:
