@@ -179,16 +179,52 @@ def test_merge_rejects_shards_of_different_runs(tmp_path):
         merge_shards(paths, tmp_path / "m.parquet")
 
 
-def test_failed_generation_leaves_no_output(tmp_path):
+def test_killed_job_leaves_no_output_and_resumes_identically(tmp_path):
+    problems = fx.toy_problems()
+    calls: list[str] = []
+
+    class Recording(ToyBackend):
+        prompts_per_call = 1
+        fail_on = None
+
+        def generate(self, prompts, seeds, params):
+            if self.fail_on and any(self.fail_on in p for p in prompts):
+                raise KeyboardInterrupt  # like a kill mid-shard
+            calls.extend(prompts)
+            return super().generate(prompts, seeds, params)
+
+    broken = Recording()
+    broken.fail_on = "f3"
+    out = tmp_path / "s.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        _run(problems, out, broken)
+    assert not out.exists() and not manifest_path(out).exists()  # nothing a rerun or merge would trust
+    parts = tmp_path / "s.parquet.parts"
+    assert sorted(p.name for p in parts.iterdir()) == ["000000.parquet", "000001.parquet", "000002.parquet"]
+    (parts / "000002.parquet").write_bytes(b"torn")  # a corrupt part is regenerated, not trusted
+
+    calls.clear()
+    manifest = _run(problems, out, Recording())
+    assert [c.split("[")[1] for c in calls] == ["Write function f2(x).]", "Write function f3(x).]",
+                                                "Write function f4(x).]"]  # fmt: skip
+    assert manifest["stats"]["resumed_problems"] == 2
+    assert not parts.exists()
+    _run(problems, tmp_path / "fresh.parquet", ToyBackend())
+    pd.testing.assert_frame_equal(pd.read_parquet(out), pd.read_parquet(tmp_path / "fresh.parquet"))
+
+
+def test_parts_of_a_different_job_are_not_reused(tmp_path):
     problems = fx.toy_problems()
 
     class Broken(ToyBackend):
         def generate(self, prompts, seeds, params):
-            if any("f3" in p for p in prompts):
-                raise KeyboardInterrupt  # like a kill mid-shard
+            if any("f4" in p for p in prompts):
+                raise KeyboardInterrupt
             return super().generate(prompts, seeds, params)
 
     out = tmp_path / "s.parquet"
     with pytest.raises(KeyboardInterrupt):
-        _run(problems, out, Broken())
-    assert list(tmp_path.iterdir()) == []
+        _run(problems, out, Broken(), n=4)
+    manifest = _run(problems, out, ToyBackend(), n=3)  # other sampling params: other keys
+    assert manifest["stats"]["resumed_problems"] == 0
+    assert len(pd.read_parquet(out)) == 15

@@ -30,6 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help='JSON with "seed", "generate" (config section) and "prompt" (the prompt builder\'s section)',
     )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (transformers backend)")
+    p.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="ignore and do not write per-problem checkpoints (<output>.parts/) of an interrupted run",
+    )
     p.set_defaults(handler=_generate)
     msub = p.add_subparsers(dest="generate_command", metavar="SUBCOMMAND")
     m = msub.add_parser("merge", help="concatenate shard Parquets in order (checks manifests)")
@@ -152,11 +157,13 @@ def _generate(args: argparse.Namespace) -> int:
         num_shards=args.num_shards,
         model_info=model_fingerprint(args.model_path, gen.get("revision")),
         config=config,
+        resume=not args.no_resume,
     )
     s = manifest["stats"]
     print(
         f"{args.output}: {manifest['num_rows']} samples of {len(manifest['problem_ids'])} problems in "
-        f"{s['elapsed_s']:.1f}s ({s['samples_per_s']:.1f} samples/s, {s['tokens_per_s']:.0f} tokens/s)"
+        f"{s['elapsed_s']:.1f}s ({s['samples_per_s']:.1f} samples/s, {s['tokens_per_s']:.0f} tokens/s; "
+        f"{s['resumed_problems']} problems resumed from checkpoints)"
     )
     return 0
 

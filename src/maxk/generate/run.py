@@ -147,6 +147,62 @@ def progress_bar(total: int, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit="problem", file=sys.stderr, disable=disable, dynamic_ncols=True)
 
 
+class Checkpoint:
+    """Per-problem parts of an unfinished shard, so a killed job resumes where it stopped.
+
+    Each finished problem's rows are written atomically to ``<dir>/<index>.parquet`` with a key in the
+    file's metadata: the sha256 of everything the samples depend on (model weights fingerprint, backend
+    settings, sampling parameters, seeds, prompt text). A part is reused only if its key matches the
+    rerun's exactly; anything else (other key, unreadable file) is regenerated. Because seeds are per
+    problem, resumed rows equal those of an uninterrupted run. The directory is deleted once the shard's
+    output is written, so parts are never mistaken for a result.
+    """
+
+    META_KEY = b"maxk_part_key"
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def _path(self, index: int) -> Path:
+        return self.directory / f"{index:06d}.parquet"
+
+    def load(self, index: int, key: str) -> list[dict[str, Any]] | None:
+        import pyarrow.parquet as pq
+
+        path = self._path(index)
+        if not path.exists():
+            return None
+        try:
+            table = pq.read_table(path)
+        except Exception:  # a torn or foreign file is just regenerated
+            return None
+        stored = (table.schema.metadata or {}).get(self.META_KEY)
+        if stored != key.encode() or table.schema.remove_metadata() != samples_schema():
+            return None
+        return table.to_pylist()
+
+    def save(self, index: int, key: str, rows: list[dict[str, Any]]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from maxk.io import atomic_path
+
+        schema = samples_schema().with_metadata({self.META_KEY: key.encode()})
+        with atomic_path(self._path(index)) as tmp:
+            pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
+
+    def clear(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def part_key(job_key: str, problem_id: str, seed: int, prompt: str) -> str:
+    """The checkpoint key of one problem (see :class:`Checkpoint`)."""
+    blob = json.dumps([job_key, problem_id, int(seed), prompt], separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
 def generate_rows(
     problems: Sequence[dict[str, Any]],
     prompts: Sequence[str],
@@ -157,30 +213,48 @@ def generate_rows(
     *,
     problems_per_call: int = 1,
     desc: str = "generate",
+    checkpoint: Checkpoint | None = None,
+    keys: Sequence[str] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Sample every problem and build its rows, with a progress bar (problems, samples/s, ETA)."""
-    rows: list[dict[str, Any]] = []
+    """Sample every problem and build its rows, with a progress bar (problems, samples/s, ETA).
+
+    With a ``checkpoint`` (and one key per problem), problems whose part is already there are loaded
+    instead of generated (their programs re-extracted), and every newly finished problem is saved.
+    """
+    done: dict[int, list[dict[str, Any]]] = {}
+    if checkpoint is not None:
+        assert keys is not None and len(keys) == len(problems)
+        for i, problem in enumerate(problems):
+            rows = checkpoint.load(i, keys[i])
+            if rows is not None:
+                for row in rows:
+                    row["program"] = extract(row["completion"], problem)
+                done[i] = rows
+    todo = [i for i in range(len(problems)) if i not in done]
     n_samples = n_tokens = 0
     start = time.perf_counter()
     with progress_bar(len(problems), desc) as bar:
-        for lo in range(0, len(problems), problems_per_call):
-            hi = min(lo + problems_per_call, len(problems))
-            results = backend.generate(prompts[lo:hi], seeds[lo:hi], params)
-            if len(results) != hi - lo:
+        bar.update(len(done))
+        for lo in range(0, len(todo), problems_per_call):
+            batch = todo[lo : lo + problems_per_call]
+            results = backend.generate([prompts[i] for i in batch], [seeds[i] for i in batch], params)
+            if len(results) != len(batch):
                 raise RuntimeError(
-                    f"backend {backend.name} returned {len(results)} results for {hi - lo} prompts"
+                    f"backend {backend.name} returned {len(results)} results for {len(batch)} prompts"
                 )
-            for problem, samples in zip(problems[lo:hi], results, strict=True):
+            for i, samples in zip(batch, results, strict=True):
                 if len(samples) != params.n:
                     raise RuntimeError(
                         f"backend {backend.name} returned {len(samples)} samples for problem "
-                        f"{problem['id']!r}, expected n={params.n}"
+                        f"{problems[i]['id']!r}, expected n={params.n}"
                     )
-                rows.extend(sample_rows(problem, samples, extract))
+                done[i] = sample_rows(problems[i], samples, extract)
+                if checkpoint is not None:
+                    checkpoint.save(i, keys[i], done[i])  # type: ignore[index]
                 n_samples += len(samples)
                 n_tokens += sum(s.num_tokens for s in samples)
             elapsed = time.perf_counter() - start
-            bar.update(hi - lo)
+            bar.update(len(batch))
             bar.set_postfix(samples_s=f"{n_samples / max(elapsed, 1e-9):.0f}", refresh=False)
     elapsed = time.perf_counter() - start
     stats = {
@@ -189,8 +263,9 @@ def generate_rows(
         "tokens": n_tokens,
         "samples_per_s": n_samples / max(elapsed, 1e-9),
         "tokens_per_s": n_tokens / max(elapsed, 1e-9),
+        "resumed_problems": len(problems) - len(todo),
     }
-    return rows, stats
+    return [row for i in range(len(problems)) for row in done[i]], stats
 
 
 def run_shard(
@@ -208,6 +283,7 @@ def run_shard(
     num_shards: int = 1,
     model_info: dict[str, Any] | None = None,
     config: Any = None,
+    resume: bool = True,
 ) -> dict[str, Any]:
     """Generate shard ``shard`` of ``problems`` and write ``output`` (Parquet) and its manifest.
 
@@ -215,7 +291,7 @@ def run_shard(
     rejected by :func:`merge_shards`.
     """
     from maxk.io import write_json
-    from maxk.provenance import provenance_record
+    from maxk.provenance import config_hash, provenance_record
 
     lo, hi = shard_bounds(len(problems), shard, num_shards)
     chunk = list(problems[lo:hi])
@@ -224,6 +300,20 @@ def run_shard(
         raise ValueError(f"dataset {dataset!r}: duplicate problem ids in shard {shard}")
     seeds = [derive_seed(base_seed, model_name, dataset, pid) for pid in ids]
     prompts = [build_prompt(p) for p in chunk]
+    sampling = {
+        "n": params.n,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "max_new_tokens": params.max_new_tokens,
+    }
+    model_info = model_info or {"path": model_name}
+    checkpoint = keys = None
+    if resume:
+        job_key = config_hash(
+            {"model": model_info, "backend": backend.describe(), "sampling": sampling, "v": 1}
+        )
+        keys = [part_key(job_key, p["id"], s, q) for p, s, q in zip(chunk, seeds, prompts, strict=True)]
+        checkpoint = Checkpoint(Path(output).with_name(Path(output).name + ".parts"))
     rows, stats = generate_rows(
         chunk,
         prompts,
@@ -233,6 +323,8 @@ def run_shard(
         extract,
         problems_per_call=getattr(backend, "prompts_per_call", 1),
         desc=f"{model_name}/{dataset} shard {shard}",
+        checkpoint=checkpoint,
+        keys=keys,
     )
     digest = write_samples(output, rows)
     manifest = provenance_record(
@@ -240,15 +332,10 @@ def run_shard(
         seeds={"base_seed": base_seed, "per_problem": dict(zip(ids, seeds, strict=True))},
         kind="samples",
         model_name=model_name,
-        model=model_info or {"path": model_name},
+        model=model_info,
         dataset=dataset,
         backend=backend.describe(),
-        sampling={
-            "n": params.n,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "max_new_tokens": params.max_new_tokens,
-        },
+        sampling=sampling,
         entropy_kind=backend.entropy_kind,
         shard={"index": shard, "num_shards": num_shards, "problem_start": lo, "problem_stop": hi},
         problem_ids=ids,
@@ -257,6 +344,8 @@ def run_shard(
         stats=stats,
     )
     write_json(manifest_path(output), manifest)
+    if checkpoint is not None:
+        checkpoint.clear()
     return manifest
 
 
