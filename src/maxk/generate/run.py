@@ -4,7 +4,8 @@ Seeds are derived per (model, dataset, problem) from the config seed, so a shard
 reproduces exactly the rows it had in the full run (same hardware and backend). Shards are contiguous
 problem ranges in dataset order; merging concatenates them in shard order. Every file is written
 atomically (``maxk.io``); a shard's manifest records the sha256 and row count of its Parquet file so
-the merge step refuses a corrupt, truncated or mismatched shard.
+the merge step refuses a corrupt, truncated or mismatched shard. Within a shard, finished problems are
+checkpointed (:class:`Checkpoint`) so a killed job's rerun only generates what is missing.
 """
 
 from __future__ import annotations
