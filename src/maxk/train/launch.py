@@ -95,6 +95,18 @@ def grpo_kwargs(effective: dict[str, Any], *, output_dir: str, seed: int, use_cp
     return kw
 
 
+def train_config_json(config: dict[str, Any], run: str) -> str:
+    """What one run's job depends on, as canonical JSON (``--config-json``; a change reruns the job)."""
+    subset = {
+        "seed": config["seed"],
+        "train": config["train"],
+        "run": config["runs"][run],
+        "prompt": config.get("prompt"),
+        "sandbox": config.get("sandbox"),
+    }
+    return json.dumps(subset, sort_keys=True)
+
+
 def launch_prefix(launch: dict[str, Any], gpus: int) -> str:
     """Command prefix of a training job: ``maxk`` (CPU) or ``accelerate launch ... -m maxk`` (GPUs)."""
     if gpus <= 0:
