@@ -18,6 +18,7 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/provenance.smk"
+include: "workflow/rules/analysis.smk"
 
 
 rule all:
