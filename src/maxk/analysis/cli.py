@@ -87,8 +87,13 @@ def _metrics(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     frame = compute_metrics(mat, cfg.get("ks"))
-    meta = {"source": str(path), "n": mat.n, "problems": len(frame), "dropped_samples": mat.dropped_samples,
-            "notes": mat.notes}  # fmt: skip
+    meta = {
+        "source": str(path),
+        "n": mat.n,
+        "problems": len(frame),
+        "dropped_samples": mat.dropped_samples,
+        "notes": mat.notes,
+    }
     write_metrics(args.output, frame, meta=meta)
     sub = {k: cfg.get(k) for k in ("ks", "ragged")}
     write_provenance(args.output, config=sub, seeds=None, **meta)
@@ -192,9 +197,26 @@ def _stats(args: argparse.Namespace) -> int:
             tests += _build(cfg, args.seed, spec, frames).tests
         except ValueError as exc:
             raise UserError(str(exc)) from exc
-    columns = ["table", "dataset", "metric", "k", "k_requested", "best", "second", "best_value", "second_value",
-               "n_problems", "statistic", "pvalue", "pvalue_holm", "star_uses", "significant", "alternative",
-               "zero_method", "note"]  # fmt: skip
+    columns = [
+        "table",
+        "dataset",
+        "metric",
+        "k",
+        "k_requested",
+        "best",
+        "second",
+        "best_value",
+        "second_value",
+        "n_problems",
+        "statistic",
+        "pvalue",
+        "pvalue_holm",
+        "star_uses",
+        "significant",
+        "alternative",
+        "zero_method",
+        "note",
+    ]
     frame = pd.DataFrame(tests, columns=columns)
     with atomic_open(args.output) as fh:
         frame.to_csv(fh, index=False, float_format="%.6g")
@@ -216,8 +238,11 @@ def _figure(args: argparse.Namespace) -> int:
     labels = _labels(cfg)
     figs = cfg.get("figures", {})
     boot = cfg.get("bootstrap", {})
-    bkw = {"seed": args.seed, "resamples": int(boot.get("resamples", 1000)),
-           "confidence": float(boot.get("confidence", 0.95))}  # fmt: skip
+    bkw = {
+        "seed": args.seed,
+        "resamples": int(boot.get("resamples", 1000)),
+        "confidence": float(boot.get("confidence", 0.95)),
+    }
     if args.kind in ("passk", "maxk"):
         if not args.metrics_dir:
             raise UserError("--metrics-dir is required for passk / maxk figures")
@@ -232,8 +257,14 @@ def _figure(args: argparse.Namespace) -> int:
         frames = _load_frames(cfg, args.metrics_dir, [(m, dataset) for m in models])
         ds_label = cfg["datasets"].get(dataset, {}).get("label", dataset)
         try:
-            curve_figure({m: frames[(m, dataset)] for m in models}, labels, metric, args.output_stem,
-                         title=ds_label, **bkw)  # fmt: skip
+            curve_figure(
+                {m: frames[(m, dataset)] for m in models},
+                labels,
+                metric,
+                args.output_stem,
+                title=ds_label,
+                **bkw,
+            )
         except ValueError as exc:
             raise UserError(str(exc)) from exc
         extra = {}
@@ -250,8 +281,9 @@ def _figure(args: argparse.Namespace) -> int:
             samples[m] = pd.read_parquet(
                 path, columns=["problem_id", "mean_entropy", "entropy_kind", "sum_logprob", "num_tokens"]
             )
-        kind, _ = entropy_figure(samples, labels, args.output_stem,
-                                 title=cfg["datasets"].get(dataset, {}).get("label", dataset))  # fmt: skip
+        kind, _ = entropy_figure(
+            samples, labels, args.output_stem, title=cfg["datasets"].get(dataset, {}).get("label", dataset)
+        )
         extra = {"entropy_kind": kind}
     write_provenance(Path(str(args.output_stem) + ".pdf"), config=cfg, seeds={"seed": args.seed}, **extra)
     print(f"{args.output_stem}.{{pdf,png}} written")

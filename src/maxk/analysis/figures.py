@@ -138,8 +138,16 @@ def entropy_figure(
     data = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame({"value": [], "model": []})
     fig, ax = plt.subplots(figsize=(4.8, 3.4))
     if len(data):
-        sns.histplot(data=data, x="value", hue="model", stat="density", common_norm=False,
-                     element="step", bins=30, ax=ax)  # fmt: skip
+        sns.histplot(
+            data=data,
+            x="value",
+            hue="model",
+            stat="density",
+            common_norm=False,
+            element="step",
+            bins=30,
+            ax=ax,
+        )
     ax.set_xlabel(
         "mean per-token entropy (nats)"
         if kind == "exact"

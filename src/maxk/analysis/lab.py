@@ -204,7 +204,7 @@ def _exact_is_weights(rewards, rho, k: int):
     """Exact importance-weighted subset weights ``(1/C(n,k)) sum_{I ∋ i} prod rho_I max r_I``."""
     import torch
 
-    m, n = rewards.shape
+    n = rewards.shape[1]
     subsets = list(itertools.combinations(range(n), k))
     idx = torch.tensor(subsets, dtype=torch.long)  # [C, k]
     member = torch.zeros(len(subsets), n, dtype=torch.float64)
@@ -269,7 +269,7 @@ def run_offpolicy(
                     "distance": float(d),
                     "estimator": est,
                     "max_delta": float(deltas.abs().max()),
-                }  # fmt: skip
+                }
                 | _summarise(g, prob, true, exact)
             )
     return pd.DataFrame(rows)
@@ -283,8 +283,16 @@ def run_lab(cfg: Mapping, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The whole lab from an ``analysis.lab`` config section: (on-policy table, off-policy table)."""
     on, off = [], []
     for s in settings_from_config(cfg):
-        on.append(run_onpolicy(s, cfg["n"], cfg["k"], groups=cfg["groups"], seed=seed,
-                               max_multisets=cfg.get("max_multisets", 100_000)))  # fmt: skip
+        on.append(
+            run_onpolicy(
+                s,
+                cfg["n"],
+                cfg["k"],
+                groups=cfg["groups"],
+                seed=seed,
+                max_multisets=cfg.get("max_multisets", 100_000),
+            )
+        )
         op = cfg["offpolicy"]
         off.append(
             run_offpolicy(
@@ -296,7 +304,7 @@ def run_lab(cfg: Mapping, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
                 seed=seed,
                 max_multisets=cfg.get("max_multisets", 100_000),
                 exact_is_max_subsets=op.get("exact_is_max_subsets", 5000),
-            )  # fmt: skip
+            )
         )
     return pd.concat(on, ignore_index=True), pd.concat(off, ignore_index=True)
 
@@ -324,8 +332,18 @@ def plot_lab(on: pd.DataFrame, off: pd.DataFrame, stem_prefix: str, *, plot_k: i
             (axes[i][1], a, "n", "noise_to_signal", f"trace Cov / |E g|² (k={plot_k})"),
             (axes[i][2], b, "k", "direction_bias", f"direction bias, sin∠ (n={plot_n})"),
         ):
-            sns.lineplot(data=data, x=x, y=y, hue="estimator", hue_order=hue_order, style="estimator",
-                         markers=True, dashes=False, ax=ax, legend=(ax is axes[0][2]))  # fmt: skip
+            sns.lineplot(
+                data=data,
+                x=x,
+                y=y,
+                hue="estimator",
+                hue_order=hue_order,
+                style="estimator",
+                markers=True,
+                dashes=False,
+                ax=ax,
+                legend=(ax is axes[0][2]),
+            )
             ax.set_xscale("log", base=2)
             if y == "noise_to_signal":
                 ax.set_yscale("log")
@@ -347,8 +365,17 @@ def plot_lab(on: pd.DataFrame, off: pd.DataFrame, stem_prefix: str, *, plot_k: i
         # exact expectations reach ~1e-15 (round-off); draw them at a visible floor instead.
         raw["relative_bias"] = raw["relative_bias"].clip(lower=1e-6)
         ax = axes[0][i]
-        sns.lineplot(data=raw, x="distance", y="relative_bias", hue="estimator", style="estimator",
-                     markers=True, dashes=False, ax=ax, legend=(i == len(settings) - 1))  # fmt: skip
+        sns.lineplot(
+            data=raw,
+            x="distance",
+            y="relative_bias",
+            hue="estimator",
+            style="estimator",
+            markers=True,
+            dashes=False,
+            ax=ax,
+            legend=(i == len(settings) - 1),
+        )
         se = raw[raw["estimator"] == "first_order"]
         if (se["mc_se"] > 0).any():
             ax.plot(se["distance"], se["mc_se"], color="grey", linestyle=":", label="MC noise floor")

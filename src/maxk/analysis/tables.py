@@ -309,6 +309,7 @@ def build_table(
                     "pvalue": res.pvalue,
                     "alternative": alternative,
                     "zero_method": zero_method,
+                    "alpha": alpha,
                     "note": note,
                     "_col": j,
                 }
@@ -354,6 +355,10 @@ def _col_label(col: Column) -> str:
     return f"{col.metric}@{col.k}" + ("†" if col.clamped else "")
 
 
+def _multicolumn(span: int, align: str, text: str) -> str:
+    return "\\multicolumn{" + str(span) + "}{" + align + "}{" + text + "}"
+
+
 def _header_layout(result: TableResult) -> str:
     """``grouped`` (dataset row + metric row), ``datasets`` (one row of datasets), ``metrics``."""
     datasets = {c.dataset for c in result.columns}
@@ -396,12 +401,12 @@ def render_latex(
             else:
                 groups.append((c.dataset, 1))
         for d, span in groups:
-            head.append(r"\multicolumn{%d}{c}{%s}" % (span, latex_escape(datasets[d]["label"])))
+            head.append(_multicolumn(span, "c", latex_escape(datasets[d]["label"])))
         lines.append(" & ".join(head) + r" \\")
         lines.append(" & ".join([""] + [metric_head(c) for c in result.columns]) + r" \\")
     elif layout == "datasets":
         head = ["Method"] + [
-            r"\multicolumn{1}{l}{%s}" % latex_escape(datasets[c.dataset].get("short", c.dataset))
+            _multicolumn(1, "l", latex_escape(datasets[c.dataset].get("short", c.dataset)))
             + (r"$^\dagger$" if c.clamped else "")
             for c in result.columns
         ]
@@ -434,9 +439,12 @@ def render_latex(
     if spec.significance:
         corr = result.tests[0]["star_uses"] if result.tests else "holm"
         corr_text = "Holm-adjusted across columns" if corr == "holm" else "unadjusted"
+        alt_text = result.tests[0]["alternative"] if result.tests else "greater"
+        alpha_text = f"{result.tests[0]['alpha']:g}" if result.tests else r"\alpha"
         caption += (
-            r" * marks a best value significantly better than the second best (one-sided Wilcoxon "
-            f"signed-rank test on per-problem values, {corr_text} p < alpha)."
+            r" * marks a best value significantly better than the second best (Wilcoxon "
+            f"signed-rank test, alternative {alt_text}, on per-problem values, "
+            f"{corr_text} $p < {alpha_text}$)."
         )
     if result.notes:
         caption += r" $^\dagger$" + latex_escape("; ".join(result.notes)) + "."
