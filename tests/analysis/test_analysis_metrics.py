@@ -65,3 +65,18 @@ def test_ragged_truncate_keeps_first_samples():
 def test_bad_rows_are_named(rows, match):
     with pytest.raises(ValueError, match=match):
         reward_matrix(_scores(rows))
+
+
+@pytest.mark.parametrize("stride", [1, 3, 1000])
+def test_gapped_and_sparse_sample_indices_give_the_same_matrix(stride):
+    rng = np.random.default_rng(0)
+    rewards = rng.random((5, 6))
+    rows = [(f"p{p}", s * stride, rewards[p, s]) for p in range(5) for s in range(6)]
+    df = _scores(rows).sample(frac=1.0, random_state=1)
+    np.testing.assert_array_equal(reward_matrix(df).rewards, rewards)
+    ragged = df[~((df.problem_id == "p2") & (df.sample_index == 0))]
+    mat = reward_matrix(ragged, ragged="truncate")
+    np.testing.assert_array_equal(mat.rewards[2], rewards[2, 1:])
+    np.testing.assert_array_equal(mat.rewards[0], rewards[0, :5])
+    with pytest.raises(ValueError, match="duplicate sample_index"):
+        reward_matrix(pd.concat([df, df.iloc[:1]]))

@@ -96,21 +96,45 @@ def reward_matrix(scores: pd.DataFrame, *, ragged: str = "error", source: str = 
         )
     codes, uniques = pd.factorize(scores["problem_id"], sort=True)
     sample = scores["sample_index"].to_numpy()
-    order = np.lexsort((sample, codes))
-    codes_s, sample_s = codes[order], sample[order]
-    dup = (codes_s[1:] == codes_s[:-1]) & (sample_s[1:] == sample_s[:-1])
-    if dup.any():
-        i = int(np.flatnonzero(dup)[0])
-        raise ValueError(
-            f"{source}: problem_id={uniques[codes_s[i]]!r}: duplicate sample_index={sample_s[i]}"
-        )
-    counts = np.bincount(codes, minlength=len(uniques))
+    if not np.issubdtype(sample.dtype, np.integer) or (sample.size and sample.min() < 0):
+        raise ValueError(f"{source}: field 'sample_index' must hold non-negative integers")
+    n_prob = len(uniques)
+    width = int(sample.max()) + 1
+    counts = np.bincount(codes, minlength=n_prob)
+    if width <= 4 * int(counts.max()) + 16:
+        # Dense grid [problems, max sample_index + 1]: O(rows), no sort.
+        key = codes.astype(np.int64) * width + sample
+        occupancy = np.bincount(key, minlength=n_prob * width)
+        if occupancy.max() > 1:
+            i = int(np.argmax(occupancy))
+            raise ValueError(
+                f"{source}: problem_id={uniques[i // width]!r}: duplicate sample_index={i % width}"
+            )
+        grid = np.empty(n_prob * width)
+        grid[key] = reward
+        present = (occupancy > 0).reshape(n_prob, width)
+        grid = grid.reshape(n_prob, width)
+    else:
+        # Sparse sample indices: sort rows by (problem, sample) instead.
+        order = np.lexsort((sample, codes))
+        codes_s, sample_s = codes[order], sample[order]
+        dup = (codes_s[1:] == codes_s[:-1]) & (sample_s[1:] == sample_s[:-1])
+        if dup.any():
+            i = int(np.flatnonzero(dup)[0])
+            raise ValueError(
+                f"{source}: problem_id={uniques[codes_s[i]]!r}: duplicate sample_index={sample_s[i]}"
+            )
+        width = int(counts.max())
+        rank = np.arange(len(order)) - np.repeat(np.cumsum(counts) - counts, counts)
+        grid = np.full((n_prob, width), np.nan)
+        grid[codes_s, rank] = reward[order]
+        present = np.zeros((n_prob, width), dtype=bool)
+        present[codes_s, rank] = True
     n_min, n_max = int(counts.min()), int(counts.max())
-    r_sorted = reward[order]
     dropped = 0
     notes: list[str] = []
     if n_min == n_max:
-        mat = r_sorted.reshape(len(uniques), n_min)
+        mat = grid if present.all() else grid[present].reshape(n_prob, n_min)
     elif ragged == "error":
         p = int(np.argmin(counts))
         raise ValueError(
@@ -119,10 +143,9 @@ def reward_matrix(scores: pd.DataFrame, *, ragged: str = "error", source: str = 
             f"{n_min} samples of every problem"
         )
     else:
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        idx = starts[:, None] + np.arange(n_min)[None, :]
-        mat = r_sorted[idx]
-        dropped = int(counts.sum() - n_min * len(uniques))
+        keep = present & (np.cumsum(present, axis=1) <= n_min)
+        mat = grid[keep].reshape(n_prob, n_min)
+        dropped = int(counts.sum() - n_min * n_prob)
         notes.append(f"ragged n ({n_min}..{n_max}): truncated to the first {n_min} samples per problem")
     return RewardMatrix(
         problem_ids=np.asarray(uniques, dtype=object),

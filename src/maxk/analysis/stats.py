@@ -15,6 +15,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -40,15 +41,21 @@ def derive_seed(seed: int, *parts: object) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
+@lru_cache(maxsize=8)
 def bootstrap_counts(n_problems: int, resamples: int, seed: int) -> NDArray[np.float64]:
-    """``[resamples, n_problems]`` multiplicities of a with-replacement resample of the problems."""
+    """``[resamples, n_problems]`` multiplicities of a with-replacement resample of the problems.
+
+    Cached (read-only result): every table over the same dataset reuses the same resamples.
+    """
     if n_problems < 1 or resamples < 1:
         raise ValueError("bootstrap needs at least one problem and one resample")
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n_problems, size=(resamples, n_problems))
     flat = idx + (np.arange(resamples)[:, None] * n_problems)
     counts = np.bincount(flat.ravel(), minlength=resamples * n_problems)
-    return counts.reshape(resamples, n_problems).astype(np.float64)
+    out = counts.reshape(resamples, n_problems).astype(np.float64)
+    out.setflags(write=False)
+    return out
 
 
 def bootstrap_ci(
