@@ -1,63 +1,24 @@
 # Analysis: per-problem metrics -> tables, significance, figures; plus the estimator lab.
 # Inputs are the scoring stage's results/scores/{model}/{dataset}.parquet (and, for figure 2, the
 # generation stage's results/samples/{model}/{dataset}.parquet).
+import os
+
+from maxk.analysis import paths as AP
+
 ANALYSIS = config["analysis"]
 #: The analysis config without the lab (tables/figures/stats don't rerun when the lab changes).
-ANALYSIS_JSON = json.dumps({k: v for k, v in ANALYSIS.items() if k != "lab"}, sort_keys=True)
-ANALYSIS_METRICS_JSON = json.dumps({k: ANALYSIS.get(k) for k in ("ks", "ragged")}, sort_keys=True)
+ANALYSIS_JSON = json.dumps(
+    {k: v for k, v in ANALYSIS.items() if k != "lab"}, sort_keys=True
+)
+ANALYSIS_METRICS_JSON = json.dumps(
+    {k: ANALYSIS.get(k) for k in ("ks", "ragged")}, sort_keys=True
+)
 
 
-def analysis_table_names():
-    """Names of every declared table (config tables + generated full tables)."""
-    from maxk.analysis.tables import table_specs
-
-    return [s.name for s in table_specs(ANALYSIS)]
-
-
-def analysis_table_pairs(name):
-    from maxk.analysis.tables import table_specs
-
-    spec = {s.name: s for s in table_specs(ANALYSIS)}[name]
-    return [(m, d) for m in spec.rows for d in spec.datasets]
-
-
-def analysis_significance_pairs():
-    from maxk.analysis.tables import table_specs
-
-    return sorted(
-        {(m, d) for s in table_specs(ANALYSIS) if s.significance for m in s.rows for d in s.datasets}
-    )
-
-
-def analysis_metrics_paths(pairs):
-    return [f"{RESULTS}/metrics/{m}/{d}.parquet" for m, d in pairs]
-
-
-def analysis_curve_datasets():
-    curves = ANALYSIS.get("figures", {}).get("maxk_curves")
-    if not curves:
-        return []
-    return curves.get("datasets") or list(ANALYSIS["datasets"])
-
-
-def analysis_targets():
-    """Every table, the significance file and every figure the analysis config declares.
-
-    Not in ALL_TARGETS yet (the upstream train/generate/score rules do not exist yet); the lead
-    adds `ALL_TARGETS.extend(analysis_targets())` once they do.
-    """
-    out = []
-    for name in analysis_table_names():
-        out += [f"{RESULTS}/tables/{name}.{ext}" for ext in ("tex", "md", "csv")]
-    out.append(f"{RESULTS}/stats/significance.csv")
-    figs = ANALYSIS.get("figures", {})
-    if "passk" in figs:
-        out += [f"{RESULTS}/figures/passk_curve.{ext}" for ext in ("pdf", "png")]
-    if "entropy" in figs:
-        out += [f"{RESULTS}/figures/entropy.{ext}" for ext in ("pdf", "png")]
-    for d in analysis_curve_datasets():
-        out += [f"{RESULTS}/figures/maxk_{d}.{ext}" for ext in ("pdf", "png")]
-    return out
+#: Every table, the significance file and every figure the config declares. NOT in ALL_TARGETS yet
+#: (the upstream train/generate/score rules do not exist yet): the lead adds
+#: `ALL_TARGETS.extend(ANALYSIS_TARGETS)` once they do.
+ANALYSIS_TARGETS = AP.targets(ANALYSIS, RESULTS)
 
 
 rule analysis_metrics:
@@ -83,7 +44,7 @@ rule analysis_metrics:
 
 rule analysis_table:
     input:
-        lambda wc: analysis_metrics_paths(analysis_table_pairs(wc.table)),
+        lambda wc: AP.metrics_paths(RESULTS, AP.table_pairs(ANALYSIS, wc.table)),
     output:
         tex=report(
             f"{RESULTS}/tables/{{table}}.tex",
@@ -116,8 +77,8 @@ rule analysis_table:
     params:
         cfg=ANALYSIS_JSON,
         seed=config["seed"],
-        metrics_dir=f"{RESULTS}/metrics",
-        outdir=f"{RESULTS}/tables",
+        metrics_dir=lambda w, input: AP.up2(input, f"{RESULTS}/metrics"),
+        outdir=lambda w, output: os.path.dirname(output.tex),
     shell:
         "maxk analyze tables --config-json {params.cfg:q} --seed {params.seed} "
         "--metrics-dir {params.metrics_dir} --outdir {params.outdir} --table {wildcards.table} > {log} 2>&1"
@@ -125,14 +86,14 @@ rule analysis_table:
 
 rule analysis_stats:
     input:
-        analysis_metrics_paths(analysis_significance_pairs()),
+        AP.metrics_paths(RESULTS, AP.significance_pairs(ANALYSIS)),
     output:
-        report(
+        csv=report(
             f"{RESULTS}/stats/significance.csv",
             caption="../report/analysis_stats.rst",
             category="Significance",
         ),
-        f"{RESULTS}/stats/significance.json",
+        json=f"{RESULTS}/stats/significance.json",
     log:
         f"{LOGS}/analysis/stats.log",
     benchmark:
@@ -146,16 +107,20 @@ rule analysis_stats:
     params:
         cfg=ANALYSIS_JSON,
         seed=config["seed"],
-        metrics_dir=f"{RESULTS}/metrics",
+        metrics_dir=lambda w, input: AP.up2(input, f"{RESULTS}/metrics"),
     shell:
         "maxk analyze stats --config-json {params.cfg:q} --seed {params.seed} "
-        "--metrics-dir {params.metrics_dir} --output {output[0]} > {log} 2>&1"
+        "--metrics-dir {params.metrics_dir} --output {output.csv} > {log} 2>&1"
 
 
 rule analysis_figure_passk:
     input:
-        analysis_metrics_paths(
-            [(m, ANALYSIS["figures"]["passk"]["dataset"]) for m in ANALYSIS["figures"]["passk"]["models"]]
+        AP.metrics_paths(
+            RESULTS,
+            [
+                (m, ANALYSIS["figures"]["passk"]["dataset"])
+                for m in ANALYSIS["figures"]["passk"]["models"]
+            ],
         )
         if "passk" in ANALYSIS.get("figures", {})
         else [],
@@ -179,8 +144,8 @@ rule analysis_figure_passk:
     params:
         cfg=ANALYSIS_JSON,
         seed=config["seed"],
-        metrics_dir=f"{RESULTS}/metrics",
-        stem=f"{RESULTS}/figures/passk_curve",
+        metrics_dir=lambda w, input: AP.up2(input, f"{RESULTS}/metrics"),
+        stem=lambda w, output: os.path.splitext(output.pdf)[0],
     shell:
         "maxk analyze figure passk --config-json {params.cfg:q} --seed {params.seed} "
         "--metrics-dir {params.metrics_dir} --output-stem {params.stem} > {log} 2>&1"
@@ -214,8 +179,8 @@ rule analysis_figure_entropy:
     params:
         cfg=ANALYSIS_JSON,
         seed=config["seed"],
-        samples_dir=f"{RESULTS}/samples",
-        stem=f"{RESULTS}/figures/entropy",
+        samples_dir=lambda w, input: AP.up2(input, f"{RESULTS}/samples"),
+        stem=lambda w, output: os.path.splitext(output.pdf)[0],
     shell:
         "maxk analyze figure entropy --config-json {params.cfg:q} --seed {params.seed} "
         "--samples-dir {params.samples_dir} --output-stem {params.stem} > {log} 2>&1"
@@ -223,8 +188,9 @@ rule analysis_figure_entropy:
 
 rule analysis_figure_maxk:
     input:
-        lambda wc: analysis_metrics_paths(
-            [(m, wc.dataset) for m in ANALYSIS["figures"]["maxk_curves"]["models"]]
+        lambda wc: AP.metrics_paths(
+            RESULTS,
+            [(m, wc.dataset) for m in ANALYSIS["figures"]["maxk_curves"]["models"]],
         ),
     output:
         pdf=f"{RESULTS}/figures/maxk_{{dataset}}.pdf",
@@ -246,8 +212,8 @@ rule analysis_figure_maxk:
     params:
         cfg=ANALYSIS_JSON,
         seed=config["seed"],
-        metrics_dir=f"{RESULTS}/metrics",
-        stem=lambda wc: f"{RESULTS}/figures/maxk_{wc.dataset}",
+        metrics_dir=lambda w, input: AP.up2(input, f"{RESULTS}/metrics"),
+        stem=lambda w, output: os.path.splitext(output.pdf)[0],
     shell:
         "maxk analyze figure maxk --config-json {params.cfg:q} --seed {params.seed} "
         "--metrics-dir {params.metrics_dir} --dataset {wildcards.dataset} "
@@ -287,7 +253,7 @@ rule analysis_lab:
     params:
         cfg=config_json("analysis", "lab"),
         seed=config["seed"],
-        outdir=f"{RESULTS}/lab",
+        outdir=lambda w, output: os.path.dirname(output.onpolicy),
     shell:
         "maxk analyze lab --config-json {params.cfg:q} --seed {params.seed} "
         "--outdir {params.outdir} > {log} 2>&1"

@@ -3,11 +3,12 @@ and the estimator lab (bias and variance of the advantage estimators on a toy po
 
 Modules (each importable on its own; none imports torch at import time except ``lab``):
 
-- ``scores``   read a scores Parquet into a ``[problems, n]`` reward matrix (ragged handling);
-- ``permetric`` per-problem pass@k / max@k for k in {1, 2, 4, ...} and their Parquet files;
+- ``per_problem`` scores -> ``[problems, n]`` reward matrix (ragged handling) -> per-problem
+  pass@k / max@k for k in {1, 2, 4, ...}, and their Parquet files;
 - ``stats``    bootstrap confidence intervals, Wilcoxon best-vs-second, Holm correction;
 - ``tables``   table specs from config -> cells -> LaTeX (paper layout) / Markdown / CSV;
 - ``figures``  figure 1 (pass@k vs k), figure 2 (entropy), max@k curves per dataset;
 - ``lab``      the estimator lab;
+- ``paths``    the Snakemake rules' inputs and targets from the config;
 - ``cli``      ``maxk analyze {metrics,tables,stats,figures,lab}``.
 """

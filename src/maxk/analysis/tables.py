@@ -208,7 +208,7 @@ def _resolve_columns(
                     continue
                 if shown != k:
                     notes.append(
-                        f"{dataset}: {metric}@{k} requested but only k <= {shown} is available "
+                        f"{dataset}: {metric}@{k} requested but only k up to {shown} is available "
                         f"(fewer samples per problem); {metric}@{shown} shown instead"
                     )
                 columns.append(col)
