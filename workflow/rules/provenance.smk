@@ -11,7 +11,7 @@ rule environment:
     conda:
         "../../envs/report.yaml"
     params:
-        config=json.dumps(config, sort_keys=True),
+        config=lambda wildcards: json.dumps(config, sort_keys=True),
     shell:
         "maxk provenance --config-json {params.config:q} --output {output} > {log} 2>&1"
 
