@@ -23,6 +23,7 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/provenance.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/analysis.smk"
 
 
 rule all:
