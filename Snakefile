@@ -23,7 +23,9 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/provenance.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
 include: "workflow/rules/generate.smk"
+include: "workflow/rules/analysis.smk"
 
 
 rule all:

@@ -80,7 +80,11 @@ def test_cli_twice_byte_identical_and_manifest(tmp_path):
     assert run_cli("build", "--name", "suite_test", "--config-json", cfg, "--output", str(out)) == 0
     files = sorted(tmp_path.iterdir())
     first = {p.name: p.read_bytes() for p in files}
-    assert set(first) == {"suite_test.jsonl.gz", "suite_test.manifest.json", "suite_test.jsonl.gz.provenance.json"}
+    assert set(first) == {
+        "suite_test.jsonl.gz",
+        "suite_test.manifest.json",
+        "suite_test.jsonl.gz.provenance.json",
+    }
     assert run_cli("build", "--name", "suite_test", "--config-json", cfg, "--output", str(out)) == 0
     assert {p.name: p.read_bytes() for p in sorted(tmp_path.iterdir())} == first
     man = json.loads(first["suite_test.manifest.json"])
@@ -102,7 +106,9 @@ def test_cli_bad_input_names_file_row_field_and_writes_nothing(tmp_path, capsys)
     assert not out.parent.exists() or not any(out.parent.iterdir())
     # a file with a malformed record cannot be validated
     badgz = tmp_path / "x.jsonl"
-    badgz.write_text('{"id": "a", "source": "s", "prompt": "p", "difficulty": 1, "tests": {"format": "junit"}}\n')
+    badgz.write_text(
+        '{"id": "a", "source": "s", "prompt": "p", "difficulty": 1, "tests": {"format": "junit"}}\n'
+    )
     assert run_cli("validate", str(badgz)) == 1
     assert "field 'tests.format'" in capsys.readouterr().err
 
@@ -117,5 +123,12 @@ def test_snakemake_dry_run_paper_config():
     res = subprocess.run([str(snake), "-n", "--cores", "1", "--configfile", "config/paper.yaml"],
                          cwd=repo, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
-    for name in ("codecontests_train", "codecontests_test", "livecodebench", "livebench", "codeforces", "mbpp"):
+    for name in (
+        "codecontests_train",
+        "codecontests_test",
+        "livecodebench",
+        "livebench",
+        "codeforces",
+        "mbpp",
+    ):
         assert f"results/data/{name}.jsonl.gz" in res.stdout + res.stderr

@@ -48,7 +48,9 @@ def cc_row(name, desc, pub, priv=((), ()), gen=((), ()), difficulty=1, cf=(1, "A
 
 def test_codecontests_parquet_with_awkward_rows(tmp_path):
     rows = [
-        cc_row("1_A. Plus one", "Print n+1.", (["1\n"], ["2\n"]), (["5\n", "1\n"], ["6\n", "2\n"]), difficulty=2),
+        cc_row(
+            "1_A. Plus one", "Print n+1.", (["1\n"], ["2\n"]), (["5\n", "1\n"], ["6\n", "2\n"]), difficulty=2
+        ),
         cc_row("2_B. No tests", "Nothing.", ([], []), cf=(2, "B")),
         cc_row("3_C. Empty input", "Print 7.", ([""], ["7\n"]), cf=(3, "C"), difficulty=7),
         cc_row("4_D. File io", "Read input.txt.", (["1"], ["1"]), cf=(4, "D"), input_file="input.txt"),
@@ -113,12 +115,15 @@ def test_livecodebench_stdin_functional_and_encoded(tmp_path):
     t = by["livecodebench/3001"]["tests"]
     assert t["format"] == "call" and t["entry_point"] == "check"
     assert t["cases"] == ["assert check([1, 2], 3) == True", "assert check([], 0) == None"]
-    assert by["livecodebench/3001"]["difficulty"] == 2 and "starter code" in by["livecodebench/3001"]["prompt"]
+    assert (
+        by["livecodebench/3001"]["difficulty"] == 2 and "starter code" in by["livecodebench/3001"]["prompt"]
+    )
     assert by["livecodebench/abc1_b"]["meta"]["no_tests_reason"] == "no tests"
     assert "func_name" in by["livecodebench/bad"]["meta"]["no_tests_reason"]
     # a completion defining class Solution gets a module-level forwarder for the entry point
     prog = extract_program(
-        "```python\nclass Solution:\n    def check(self, nums, k):\n        return True\n```", by["livecodebench/3001"]
+        "```python\nclass Solution:\n    def check(self, nums, k):\n        return True\n```",
+        by["livecodebench/3001"],
     )
     assert "def check(*args, **kwargs):\n    return Solution().check(*args, **kwargs)" in prog
     assert lcb_files("release_v6")[-1] == "test6.jsonl" and len(lcb_files("release_v6")) == 6
@@ -175,7 +180,9 @@ def test_codeforces_dedupe_and_awkward(tmp_path):
         cf_row("300/C", "300", "C", "Fresh.", official=[("1", "2")], examples=[("1", "2")]),
         cf_row("301/D", "301", "D", "Only examples.", examples=[("5", "6")]),
         cf_row("302/E", "302", "E", "Interactive.", official=[("1", "1")], interaction_format="talk"),
-        cf_row("303/F", "303", "F", "Any answer.", official=[("1", "1")], generated_checker="def check(): ..."),
+        cf_row(
+            "303/F", "303", "F", "Any answer.", official=[("1", "1")], generated_checker="def check(): ..."
+        ),
         cf_row("304/G", "304", "G", "Nothing.", official=[]),
     ]
     path = write_jsonl(tmp_path / "cf.jsonl", rows)
@@ -183,7 +190,13 @@ def test_codeforces_dedupe_and_awkward(tmp_path):
 
     res = load_source("codeforces", {"paths": [path], "dedupe_against": {"paths": [cc]}})
     ids = [r["id"] for r in res.records]
-    assert ids == ["codeforces/300/C", "codeforces/301/D", "codeforces/302/E", "codeforces/303/F", "codeforces/304/G"]
+    assert ids == [
+        "codeforces/300/C",
+        "codeforces/301/D",
+        "codeforces/302/E",
+        "codeforces/303/F",
+        "codeforces/304/G",
+    ]
     assert res.notes["removed_as_codecontests_duplicates"] == {"contest_index": 1, "statement": 1}
     by = {r["id"]: r for r in res.records}
     assert by["codeforces/301/D"]["tests"]["cases"] == [{"input": "5", "output": "6"}]
@@ -206,8 +219,13 @@ def test_mbpp_asserts_to_stdio(tmp_path):
     path = write_jsonl(tmp_path / "mbpp.jsonl", rows)
     recs = load("mbpp", paths=[path])
     r11, r12 = recs
-    assert r11["tests"] == {"format": "stdio", "cases": [
-        {"input": "'hello'\n'l'\n", "output": "'heo'\n"}, {"input": "'abcda'\n'a'\n", "output": "'bcd'\n"}]}
+    assert r11["tests"] == {
+        "format": "stdio",
+        "cases": [
+            {"input": "'hello'\n'l'\n", "output": "'heo'\n"},
+            {"input": "'abcda'\n'a'\n", "output": "'bcd'\n"},
+        ],
+    }
     assert r11["meta"]["dropped_asserts"] == 1 and "one Python literal per line" in r11["prompt"]
     assert r11["reference"].startswith("def remove_Occ")
     assert r12["tests"]["cases"] == [] and "not convertible" in r12["meta"]["no_tests_reason"]

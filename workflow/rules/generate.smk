@@ -1,8 +1,8 @@
 # Generation stage: n samples per problem for one (model, dataset), in shards merged in order.
 #   results/samples/{model}/{dataset}/shard{i}.parquet  (+ .manifest.json; temp unless keep_shards)
 #   results/samples/{model}/{dataset}.parquet           (+ .manifest.json)
-# {model} is `base` (config generate.base_model: results/models/base here, a hub id at paper scale)
-# or a training run name (results/models/{run}). Orchestration requests the (model, dataset) pairs.
+# {model} is `base` (config base_model: results/models/base when built, else base_model.path, e.g. a
+# hub id at paper scale) or a training run name (results/models/{run}). Orchestration requests the (model, dataset) pairs.
 # Helpers live in src/maxk/generate/rules.py.
 from maxk.generate import rules as gen_rules
 

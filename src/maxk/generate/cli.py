@@ -18,6 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--model-path", help="HF model directory or hub id")
+    p.add_argument(
+        "--revision", default=None, help="hub revision (commit) of --model-path when it is a hub id"
+    )
     p.add_argument("--model-name", help="name used for seeds and the manifest (e.g. 'base' or a run name)")
     p.add_argument("--problems", help="problem records (results/data/{dataset}.jsonl.gz)")
     p.add_argument("--dataset", help="dataset name for seeds and the manifest (default: file stem)")
@@ -55,7 +58,9 @@ def _load_problems(path: str) -> list[dict[str, Any]]:
     return problems
 
 
-def make_backend(gen: dict[str, Any], model_path: str, *, seed: int, threads: int | None) -> Any:
+def make_backend(
+    gen: dict[str, Any], model_path: str, *, seed: int, threads: int | None, revision: str | None = None
+) -> Any:
     """The backend named by ``gen['backend']`` with its settings from the config section."""
     backend = gen.get("backend", "transformers")
     stop = gen.get("stop_tokens")
@@ -70,7 +75,7 @@ def make_backend(gen: dict[str, Any], model_path: str, *, seed: int, threads: in
             dtype=hf.get("dtype", "float32"),
             device=hf.get("device", "cpu"),
             threads=threads,
-            revision=gen.get("revision"),
+            revision=revision,
             **extra,
         )
     if backend == "vllm":
@@ -79,7 +84,7 @@ def make_backend(gen: dict[str, Any], model_path: str, *, seed: int, threads: in
         v = gen.get("vllm", {})
         return VLLMBackend(
             model_path,
-            revision=gen.get("revision"),
+            revision=revision,
             tensor_parallel_size=v.get("tensor_parallel_size", 1),
             gpu_memory_utilization=v.get("gpu_memory_utilization", 0.9),
             max_model_len=v.get("max_model_len"),
@@ -139,7 +144,7 @@ def _generate(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from exc
     try:
-        backend = make_backend(gen, args.model_path, seed=seed, threads=args.threads)
+        backend = make_backend(gen, args.model_path, seed=seed, threads=args.threads, revision=args.revision)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load model {args.model_path!r} for generation: {exc}") from exc
     build, extract = prompt_functions(backend.tokenizer, config.get("prompt") or {})
@@ -155,7 +160,7 @@ def _generate(args: argparse.Namespace) -> int:
         base_seed=seed,
         shard=args.shard,
         num_shards=args.num_shards,
-        model_info=model_fingerprint(args.model_path, gen.get("revision")),
+        model_info=model_fingerprint(args.model_path, args.revision),
         config=config,
         resume=not args.no_resume,
     )

@@ -12,10 +12,12 @@ RESULTS = "results"
 
 
 def model_path(config: dict[str, Any], model: str) -> str:
-    """Weights of ``model``: ``generate.base_model`` for ``base`` (a directory or a hub id), else
-    ``results/models/{model}``."""
+    """Weights of ``model``. ``base`` follows the training stage's ``base_model`` section: the
+    directory ``results/models/base`` when the workflow builds it (``build: true``), else
+    ``base_model.path`` (a hub id or a local directory). A run name is ``results/models/{run}``."""
     if model == "base":
-        return config["generate"]["base_model"]
+        base = config["base_model"]
+        return f"{RESULTS}/models/base" if base.get("build") else base["path"]
     return f"{RESULTS}/models/{model}"
 
 
