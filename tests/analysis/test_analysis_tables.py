@@ -216,3 +216,20 @@ def test_latex_compiles_with_pdflatex(frames, tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert (tmp_path / "t.pdf").stat().st_size > 1000
+
+
+def test_row_labels_override_model_labels_per_table() -> None:
+    from maxk.analysis.tables import table_specs
+
+    cfg = {
+        "models": {"base": "Base model", "grpo_continuous": "GRPO"},
+        "datasets": {"d": {"label": "D"}},
+        "tables": {
+            "t1": {"rows": ["base", "grpo_continuous"], "datasets": ["d"], "metrics": ["pass"], "ks": [1],
+                   "row_labels": {"grpo_continuous": "Continuous reward"}},
+            "t4": {"rows": ["grpo_continuous"], "datasets": ["d"], "metrics": ["max"], "ks": [1]},
+        },
+    }  # fmt: skip
+    t1, t4 = table_specs(cfg)
+    assert t1.labels(cfg["models"]) == {"base": "Base model", "grpo_continuous": "Continuous reward"}
+    assert t4.labels(cfg["models"])["grpo_continuous"] == "GRPO"

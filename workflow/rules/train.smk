@@ -30,7 +30,11 @@ if BASE["build"]:
             runtime=rule_resources("base_model").get("runtime", 30),
         params:
             config=lambda wc: json.dumps(
-                {k: config.get(k) for k in ("seed", "base_model", "prompt", "sandbox")}, sort_keys=True
+                {
+                    k: config.get(k)
+                    for k in ("seed", "base_model", "prompt", "sandbox")
+                },
+                sort_keys=True,
             ),
         shell:
             "maxk base --config-json {params.config:q} --train-data {input.train} "
@@ -61,12 +65,16 @@ rule train:
         config=lambda wc: train_config_json(config, wc.run),
         model=lambda wc, input: input.model if BASE["build"] else BASE["path"],
         checkpoints=config["train"].get("checkpoints", "work/checkpoints"),
-        launch=launch_prefix(config["train"]["launch"], rule_resources("train").get("gpu", 0)),
+        launch=launch_prefix(
+            config["train"]["launch"], rule_resources("train").get("gpu", 0)
+        ),
     shell:
         "{params.launch} train --run {wildcards.run} --config-json {params.config:q} "
         "--model {params.model} --data {input.data} --out {output.model} "
         "--metrics {output.metrics} --checkpoints {params.checkpoints} > {log} 2>&1"
 
 
-ALL_TARGETS.extend(f"{RESULTS}/metrics/train/{run}.csv" for run in sorted(config["runs"]))
+ALL_TARGETS.extend(
+    f"{RESULTS}/metrics/train/{run}.csv" for run in sorted(config["runs"])
+)
 ALL_TARGETS.extend(f"{RESULTS}/models/{run}" for run in sorted(config["runs"]))

@@ -169,12 +169,13 @@ def _tables(args: argparse.Namespace) -> int:
             result = _build(cfg, args.seed, spec, frames)
         except ValueError as exc:
             raise UserError(str(exc)) from exc
+        rows = spec.labels(labels)
         with atomic_open(outdir / f"{spec.name}.tex") as fh:
-            fh.write(render_latex(result, labels, cfg["datasets"], decimals))
+            fh.write(render_latex(result, rows, cfg["datasets"], decimals))
         with atomic_open(outdir / f"{spec.name}.md") as fh:
-            fh.write(render_markdown(result, labels, cfg["datasets"], decimals))
+            fh.write(render_markdown(result, rows, cfg["datasets"], decimals))
         with atomic_open(outdir / f"{spec.name}.csv") as fh:
-            render_csv(result, labels).to_csv(fh, index=False, float_format="%.6g")
+            render_csv(result, rows).to_csv(fh, index=False, float_format="%.6g")
         write_provenance(outdir / f"{spec.name}.tex", config=cfg, seeds={"seed": args.seed})
         print(f"{outdir / spec.name}.{{tex,md,csv}}: {len(spec.rows)} rows x {len(result.columns)} columns")
     return 0

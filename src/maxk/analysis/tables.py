@@ -65,6 +65,12 @@ class TableSpec:
     significance: bool = False
     resize: bool = False
     label: str | None = None
+    #: Row headers for this table only (run name -> label), over the `models` labels: one run can
+    #: appear as "Continuous reward" in table 1 and "RL PPO=3 one epoch" in table 4.
+    row_labels: tuple[tuple[str, str], ...] = ()
+
+    def labels(self, model_labels: Mapping[str, str]) -> dict[str, str]:
+        return {**model_labels, **dict(self.row_labels)}
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,7 @@ def table_specs(cfg: Mapping) -> list[TableSpec]:
                 significance=bool(t.get("significance", False)),
                 resize=bool(t.get("resize", False)),
                 label=t.get("label"),
+                row_labels=tuple((t.get("row_labels") or {}).items()),
             )
         )
     full = cfg.get("full_tables")
