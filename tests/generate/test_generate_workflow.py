@@ -30,8 +30,14 @@ def test_paper_dag_shards_merge_and_gpus():
     assert "maxk generate merge --output results/samples/base/codecontests_test.parquet" in out
 
 
-def test_default_dag_resolves_run_models_to_results_models():
-    res = _dry_run("results/samples/myrun/suite_test.parquet")
+def test_default_dag_builds_base_and_run_models_first():
+    res = _dry_run(
+        "results/samples/base/suite_test.parquet", "results/samples/grpo_continuous/humaneval.parquet"
+    )
     out = res.stdout + res.stderr
-    # no rule builds results/models/myrun in this branch: the DAG must ask for exactly that input
-    assert "results/models/myrun" in out, out
+    assert res.returncode == 0, out
+    for rule in ("base_model", "train", "generate_shard", "merge_samples"):
+        assert f"rule {rule}:" in out, rule
+    assert "--model-path results/models/base --model-name base" in out
+    assert "--model-path results/models/grpo_continuous --model-name grpo_continuous" in out
+    assert "gpu=0" in out  # transformers backend on CPU
