@@ -2,9 +2,11 @@
 naive loop calling ``generate`` once per sample, in the same process on the same model.
 
     python benchmarks/bench_generate.py [--model results/models/base] [--problems 50] [--n 256]
-        [--max-new-tokens 64] [--naive-problems 1] [--naive-samples 32] [--threads 1]
+        [--max-new-tokens 96] [--naive-problems 1] [--naive-samples 32] [--threads 1]
 
-Without ``--model`` (or when the path does not exist) a tiny random Qwen2 is built in a temp dir.
+Without ``--model`` (or when the path does not exist) a random Qwen2 with the embedded base model's
+sizes (``--hidden-size 128 --layers 3 --vocab 1000``) is built in a temp dir; a random model rarely
+samples the stop token, so every sample runs to ``--max-new-tokens`` (the worst case).
 Both paths compute the same per-sample statistics (sum of log-probs, exact mean entropy): the naive
 loop gets them from ``output_scores``. Prints samples/s and tokens/s of each and the ratio.
 Timings on a shared machine vary with the load of other processes: compare ratios, not absolutes.
@@ -52,10 +54,15 @@ def main() -> None:
     ap.add_argument("--model", default="results/models/base")
     ap.add_argument("--problems", type=int, default=50)
     ap.add_argument("--n", type=int, default=256)
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--naive-problems", type=int, default=1)
     ap.add_argument("--naive-samples", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--hidden-size", type=int, default=128, help="random model (default: embedded base sizes)"
+    )
+    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--vocab", type=int, default=1000)
     args = ap.parse_args()
 
     from maxk.generate.backends import SamplingParams
@@ -67,8 +74,13 @@ def main() -> None:
         from maxk.generate.testing import build_tiny_model
 
         tmp = tempfile.TemporaryDirectory()
-        model = build_tiny_model(tmp.name)
-        print(f"model: tiny random Qwen2 ({args.model} not found)")
+        model = build_tiny_model(
+            tmp.name, hidden_size=args.hidden_size, num_layers=args.layers, vocab_size=args.vocab
+        )
+        print(
+            f"model: random Qwen2 hidden={args.hidden_size} layers={args.layers} vocab<={args.vocab} "
+            f"({args.model} not found)"
+        )
     else:
         print(f"model: {model}")
     backend = TransformersBackend(model, threads=args.threads, max_batch_size=args.n)
