@@ -518,6 +518,8 @@ class Worker:
             lo = fd + 1
         os.closerange(lo, 1 << 16)
         os.chdir(cwd)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; the output cap must kill
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         cpu_s = max(1, int(cpu + 0.999))
         mem = int(self.cfg["memory_mb"]) << 20
         out = int(self.cfg["output_bytes"])
@@ -678,7 +680,7 @@ class Worker:
         cap = int(self.cfg["output_bytes"])
         os.lseek(self.mem_out, 0, os.SEEK_SET)
         out = os.read(self.mem_out, min(size, cap)) if size else b""
-        if size >= cap and kind == "exit_ok":
+        if size >= cap and kind in ("exit_ok", "runtime_error"):
             kind = "output_limit"
         return {"status": kind, "stdout": out.decode("utf-8", "replace"), "elapsed": time.monotonic() - start}
 
