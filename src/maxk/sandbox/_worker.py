@@ -634,8 +634,12 @@ class Worker:
             code = compile(msg["program"], "<program>", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
             return {"status": "syntax_error"}
-        results = []
+        results: list[dict] = []
+        max_timeouts = int(msg.get("max_timeouts") or 0)
         for text in msg["inputs"]:
+            if max_timeouts and sum(r["status"] == "timeout" for r in results) >= max_timeouts:
+                results.append({"status": "timeout", "stdout": "", "elapsed": 0.0})  # budget spent
+                continue
             results.append(self._run_stdio_case(code, text, float(msg["timeout"])))
         return {"status": "done", "results": results}
 

@@ -100,6 +100,7 @@ class Limits:
     uid: int = 65534
     preload: tuple[str, ...] = ()
     cache_size: int = 200_000
+    max_timeouts: int = 0
 
     @classmethod
     def make(cls, **kwargs: Any) -> Limits:
@@ -564,7 +565,8 @@ class Scorer:
         n = len(prob.inputs)
         if n == 0:
             return []
-        msg = {"op": "stdio", "program": program, "inputs": prob.inputs, "timeout": prob.timeout}
+        msg = {"op": "stdio", "program": program, "inputs": prob.inputs, "timeout": prob.timeout,
+               "max_timeouts": self.limits.max_timeouts}
         try:
             reply = handle.request(msg, guard=n * (prob.timeout + 1) + 10)
         except _Dead:
@@ -602,9 +604,12 @@ class Scorer:
         state = self._load(handle, prob, program)
         if state != "ready":
             return [state] * n
-        verdicts = []
+        verdicts: list[str] = []
         alive = True
         for code in prob.codes:
+            if self.limits.max_timeouts and verdicts.count("timeout") >= self.limits.max_timeouts:
+                verdicts += ["timeout"] * (n - len(verdicts))  # budget spent: the rest is not run
+                break
             if not alive:
                 state = self._load(handle, prob, program)
                 if state != "ready":
