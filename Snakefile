@@ -7,7 +7,11 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The embedded default applies only when no --configfile is given: Snakemake would otherwise merge
+# the given file INTO the default, leaking the default's datasets and runs into e.g. the paper config.
+if not workflow.config_settings.configfiles:
+
+    configfile: "config/config.yaml"
 
 
 validate(config, "workflow/schemas/config.schema.yaml")

@@ -1,4 +1,4 @@
-# Shared helpers for every rule file: paths, wildcard constraints, per-rule resources.
+# Shared helpers (paths, config access, per-rule resources) used by all the rule files.
 import json
 
 from maxk.provenance import config_hash

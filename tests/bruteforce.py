@@ -1,0 +1,83 @@
+"""Literal enumerations over all k-subsets: the ground truth every closed form is tested against.
+
+Deliberately naive (itertools.combinations and Python floats/Fractions), sharing no code with maxk.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+
+def subsets(n: int, k: int) -> list[tuple[int, ...]]:
+    return list(itertools.combinations(range(n), k))
+
+
+def max_at_k(r: Sequence[float], k: int) -> float:
+    subs = subsets(len(r), k)
+    return sum(max(r[j] for j in s) for s in subs) / len(subs)
+
+
+def pass_at_k(correct: Sequence[int], k: int) -> float:
+    subs = subsets(len(correct), k)
+    return sum(1.0 for s in subs if any(correct[j] for j in s)) / len(subs)
+
+
+def bon_rewards(r: Sequence[float], k: int) -> list[float]:
+    """(1/C(n,k)) * sum over k-subsets I containing i of max(r_I)."""
+    n = len(r)
+    subs = subsets(n, k)
+    return [sum(max(r[j] for j in s) for s in subs if i in s) / len(subs) for i in range(n)]
+
+
+def offpolicy_first_order(r: Sequence[float], d: Sequence[float], k: int) -> list[float]:
+    """(1/C(n,k)) * sum_{I ∋ i} (1 + sum_{l in I} d_l) * max(r_I)."""
+    n = len(r)
+    subs = subsets(n, k)
+    return [
+        sum((1 + sum(d[m] for m in s)) * max(r[j] for j in s) for s in subs if i in s) / len(subs)
+        for i in range(n)
+    ]
+
+
+def offpolicy_exact(r: Sequence[float], d: Sequence[float], k: int) -> list[float]:
+    """(1/C(n,k)) * sum_{I ∋ i} prod_{l in I} (1 + d_l) * max(r_I): the exact importance weighting."""
+    n = len(r)
+    subs = subsets(n, k)
+    return [
+        sum(math.prod(1 + d[m] for m in s) * max(r[j] for j in s) for s in subs if i in s) / len(subs)
+        for i in range(n)
+    ]
+
+
+def loo1(r: Sequence[float], k: int) -> list[float]:
+    """(1/C(n,k)) * sum_{I ∋ i} [max(r_I) - max(r_{I \\ i})]."""
+    n = len(r)
+    subs = subsets(n, k)
+    return [
+        sum(max(r[j] for j in s) - max(r[j] for j in s if j != i) for s in subs if i in s) / len(subs)
+        for i in range(n)
+    ]
+
+
+def bon_max_mean(r: Sequence[float]) -> list[float]:
+    top, mean = max(r), sum(r) / len(r)
+    return [x - mean if x == top else 0.0 for x in r]
+
+
+def bon_max_second(r: Sequence[float]) -> list[float]:
+    top = max(r)
+    rest = [x for x in r if x != top]
+    if not rest:
+        return [0.0] * len(r)
+    second = max(rest)
+    return [x - second if x == top else 0.0 for x in r]
+
+
+def zscore(x: Sequence[float], eps: float = 1e-4) -> list[float]:
+    """Bessel-corrected z-score with TRL's epsilon, written out by hand."""
+    n = len(x)
+    mean = sum(x) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in x) / (n - 1))
+    return [(v - mean) / (std + eps) for v in x]

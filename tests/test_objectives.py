@@ -1,0 +1,200 @@
+"""maxk.objectives against literal enumeration of all k-subsets, plus properties (hypothesis)."""
+
+from __future__ import annotations
+
+import bruteforce as bf
+import numpy as np
+import pytest
+import torch
+from conftest import reward_cases
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from maxk.metrics import max_at_k
+from maxk.objectives import (
+    ADVANTAGES,
+    bon_rewards,
+    compute_advantages,
+    needs_k,
+    offpolicy_bon_rewards,
+    zscore,
+)
+
+NK = [(n, k) for n in range(1, 9) for k in range(1, n + 1)]
+TOL = 1e-9
+
+
+def t64(rows: list[list[float]]) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def cases(n: int) -> list[list[float]]:
+    return [r for _, r in reward_cases(n)] + [r for _, r in reward_cases(n, seed=5)]
+
+
+def assert_close(got: torch.Tensor, want: list[list[float]], tol: float = TOL) -> None:
+    np.testing.assert_allclose(got.numpy(), np.array(want), atol=tol, rtol=0)
+
+
+def test_registry_has_the_six_methods() -> None:
+    assert set(ADVANTAGES) == {
+        "grpo",
+        "bon_max_mean",
+        "bon_max_second",
+        "bon_loo1",
+        "bon_mean",
+        "offpolicy_bon",
+    }
+    assert {m for m in ADVANTAGES if needs_k(m)} == {"bon_loo1", "bon_mean", "offpolicy_bon"}
+
+
+@pytest.mark.parametrize(("n", "k"), NK)
+def test_bon_rewards_match_enumeration(n: int, k: int) -> None:
+    rows = cases(n)
+    assert_close(bon_rewards(t64(rows), k), [bf.bon_rewards(r, k) for r in rows])
+
+
+@pytest.mark.parametrize(("n", "k"), NK)
+def test_offpolicy_transform_matches_enumeration(n: int, k: int) -> None:
+    rows = cases(n)
+    rng = np.random.default_rng(n * 10 + k)
+    deltas = rng.normal(0, 0.3, size=(len(rows), n)).tolist()
+    got = offpolicy_bon_rewards(t64(rows), t64(deltas), k)
+    assert_close(got, [bf.offpolicy_first_order(r, d, k) for r, d in zip(rows, deltas, strict=True)])
+
+
+@pytest.mark.parametrize(("n", "k"), [(n, k) for n, k in NK if k >= 2])
+def test_loo1_matches_enumeration(n: int, k: int) -> None:
+    rows = cases(n)
+    assert_close(compute_advantages("bon_loo1", t64(rows), k=k), [bf.loo1(r, k) for r in rows])
+
+
+@pytest.mark.parametrize("n", range(2, 9))
+def test_bon_max_baselines_match_definition(n: int) -> None:
+    rows = cases(n)
+    assert_close(compute_advantages("bon_max_mean", t64(rows)), [bf.bon_max_mean(r) for r in rows])
+    assert_close(compute_advantages("bon_max_second", t64(rows)), [bf.bon_max_second(r) for r in rows])
+
+
+def test_bon_max_second_ties_and_no_second_value() -> None:
+    got = compute_advantages("bon_max_second", t64([[0.2, 1.0, 1.0, 0.5], [0.3, 0.3, 0.3, 0.3]]))
+    assert_close(got, [[0.0, 0.5, 0.5, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    got = compute_advantages("bon_max_mean", t64([[0.0, 1.0, 1.0, 0.0]]))
+    assert_close(got, [[0.0, 0.5, 0.5, 0.0]])
+
+
+@pytest.mark.parametrize(("n", "k"), [(n, k) for n, k in NK if n >= 2])
+def test_zscored_methods_match_enumeration(n: int, k: int) -> None:
+    rows = cases(n)
+    assert_close(compute_advantages("grpo", t64(rows)), [bf.zscore(r) for r in rows])
+    bon_z = [bf.zscore(bf.bon_rewards(r, k)) for r in rows]
+    assert_close(compute_advantages("bon_mean", t64(rows), k=k), bon_z, tol=1e-7)
+    # off-policy with zero deltas is bon_mean exactly
+    zero = compute_advantages(
+        "offpolicy_bon", t64(rows), k=k, deltas=torch.zeros(len(rows), n, dtype=torch.float64)
+    )
+    torch.testing.assert_close(zero, compute_advantages("bon_mean", t64(rows), k=k), rtol=0, atol=1e-12)
+
+
+def test_offpolicy_clamps_deltas() -> None:
+    r = t64([[0.1, 0.9, 0.4, 0.7]])
+    d = t64([[5.0, -5.0, 0.1, 0.0]])
+    clamped = t64([[0.2, -0.2, 0.1, 0.0]])
+    got = compute_advantages("offpolicy_bon", r, k=2, deltas=d, delta_clamp=0.2)
+    want = zscore(offpolicy_bon_rewards(r, clamped, 2))
+    torch.testing.assert_close(got, want)
+    assert not torch.allclose(got, compute_advantages("offpolicy_bon", r, k=2, deltas=d))
+
+
+@pytest.mark.parametrize("method", sorted(ADVANTAGES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_original_order_dtype_and_batching(method: str, dtype: torch.dtype) -> None:
+    """Permuting completions permutes advantages; groups are independent; dtype is kept."""
+    gen = torch.Generator().manual_seed(0)
+    rewards = (torch.randint(0, 5, (6, 8), generator=gen) / 4).to(dtype)
+    kw: dict[str, object] = {"k": 3} if needs_k(method) else {}
+    if method == "offpolicy_bon":
+        kw["deltas"] = (torch.randn(6, 8, generator=gen) * 0.1).to(dtype)
+    out = compute_advantages(method, rewards, **kw)
+    assert out.dtype == dtype and out.shape == rewards.shape and torch.all(torch.isfinite(out))
+    perm = torch.randperm(8, generator=gen)
+    kw_p = dict(kw)
+    if "deltas" in kw:
+        kw_p["deltas"] = kw["deltas"][:, perm]  # type: ignore[index]
+    permuted = compute_advantages(method, rewards[:, perm], **kw_p)
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    torch.testing.assert_close(permuted, out[:, perm], rtol=0, atol=tol)
+    kw_one = dict(kw)
+    if "deltas" in kw:
+        kw_one["deltas"] = kw["deltas"][2:3]  # type: ignore[index]
+    one = compute_advantages(method, rewards[2:3], **kw_one)
+    torch.testing.assert_close(one, out[2:3], rtol=0, atol=tol)
+
+
+def test_large_groups_are_finite() -> None:
+    r = torch.rand(3, 1024, dtype=torch.float64)
+    for k in (1, 2, 64, 512, 1024):
+        for method in ("bon_mean", "offpolicy_bon") + (("bon_loo1",) if k >= 2 else ()):
+            assert torch.all(torch.isfinite(compute_advantages(method, r, k=k))), (method, k)
+        sums = bon_rewards(r, k).sum(dim=1).numpy()
+        want = np.array([k * max_at_k(row, k) for row in r.numpy()])
+        np.testing.assert_allclose(sums, want, rtol=1e-11)
+
+
+def test_errors_are_clear() -> None:
+    r = torch.rand(2, 4, dtype=torch.float64)
+    with pytest.raises(ValueError, match="unknown advantage method 'grpoo'"):
+        compute_advantages("grpoo", r)
+    with pytest.raises(ValueError, match="needs k"):
+        compute_advantages("bon_mean", r)
+    with pytest.raises(ValueError, match="k must be >= 2"):
+        compute_advantages("bon_loo1", r, k=1)
+    with pytest.raises(ValueError, match="k must be <= n"):
+        compute_advantages("bon_mean", r, k=5)
+    with pytest.raises(ValueError, match="shape"):
+        bon_rewards(torch.rand(4, dtype=torch.float64), 2)
+    with pytest.raises(ValueError, match="deltas must be"):
+        offpolicy_bon_rewards(r, torch.zeros(2, 3), 2)
+    with pytest.raises(ValueError, match="only used by 'offpolicy_bon'"):
+        compute_advantages("bon_mean", r, k=2, deltas=torch.zeros_like(r))
+    with pytest.raises(TypeError, match="floating point"):
+        bon_rewards(torch.ones(2, 4, dtype=torch.int64), 2)
+
+
+group_st = st.integers(1, 10).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.sampled_from([0.0, 0.2, 0.5, 0.7, 1.0]), min_size=n, max_size=n),
+        st.integers(1, n),
+    )
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(group_st)
+def test_bon_rewards_sum_to_k_times_max_at_k(case: tuple[list[float], int]) -> None:
+    r, k = case
+    got = bon_rewards(t64([r]), k)[0]
+    assert float(got.sum()) == pytest.approx(k * max_at_k(r, k), abs=1e-9)
+    if k == 1:  # r~_i = r_i / n
+        np.testing.assert_allclose(got.numpy(), np.array(r) / len(r), atol=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(group_st, st.integers(0, 2**32 - 1))
+def test_offpolicy_error_is_second_order(case: tuple[list[float], int], seed: int) -> None:
+    """first-order transform minus the exact importance-weighted sum is O(delta^2)."""
+    r, k = case
+    r = [x + 0.1 for x in r]  # strictly positive rewards and deltas: no cancellation in the gap
+    n = len(r)
+    u = np.random.default_rng(seed).uniform(0.5, 1.0, n)
+
+    def gap(scale: float) -> float:
+        d = (scale * u).tolist()
+        first = offpolicy_bon_rewards(t64([r]), t64([d]), k)[0].numpy()
+        return float(np.abs(first - np.array(bf.offpolicy_exact(r, d, k))).max())
+
+    g1, g2 = gap(0.02), gap(0.01)
+    if k == 1:  # one factor per subset: the first order is exact
+        assert g1 < 1e-12 and g2 < 1e-12
+    else:
+        assert 3.5 < g1 / g2 < 4.5, (g1, g2)

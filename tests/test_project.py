@@ -1,0 +1,141 @@
+"""Project-level checks: packaging, environments, CLI, atomic I/O, provenance, the DAG."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from maxk.io import atomic_open, read_jsonl, write_jsonl
+from maxk.provenance import config_hash, provenance_record, write_provenance
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def requirement_pins(reqs: list[str]) -> dict[str, str]:
+    """name -> specifier, for requirements like 'torch==2.13.0' (extras and editable paths skipped)."""
+    out = {}
+    for req in reqs:
+        m = re.match(r"^([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*([<>=!~].*)?$", req.strip())
+        if m and not req.startswith("-"):
+            out[m.group(1).lower().replace("_", "-")] = (m.group(3) or "").replace(" ", "")
+    return out
+
+
+def pyproject_pins() -> dict[str, str]:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    reqs = list(data["project"]["dependencies"])
+    for extra in data["project"]["optional-dependencies"].values():
+        reqs += [r for r in extra if not r.startswith("maxk")]
+    return requirement_pins(reqs)
+
+
+@pytest.mark.parametrize("env_file", sorted((ROOT / "envs").glob("*.yaml")), ids=lambda p: p.name)
+def test_conda_envs_parse_and_agree_with_pyproject(env_file: Path) -> None:
+    env = yaml.safe_load(env_file.read_text())
+    assert env["name"].startswith("maxk-")
+    assert "python=3.11" in env["dependencies"]
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    assert "-e ../" in pip, "every stage env installs the maxk package itself"
+    pins = pyproject_pins()
+    env_pins = requirement_pins(pip)
+    assert env_pins, env_file
+    for name, spec in env_pins.items():
+        assert name in pins, f"{env_file.name}: {name} is not declared in pyproject.toml"
+        assert spec == pins[name], f"{env_file.name}: {name}{spec} but pyproject.toml has {name}{pins[name]}"
+
+
+def test_gpu_packages_stay_out_of_the_ci_install() -> None:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    core_and_test = data["project"]["dependencies"] + data["project"]["optional-dependencies"]["test"]
+    assert not any(r.startswith(("vllm", "deepspeed")) for r in core_and_test)
+    assert any(r.startswith("vllm") for r in data["project"]["optional-dependencies"]["gpu"])
+
+
+def test_readme_test_command_is_what_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci in readme
+    assert "pytest" in ci and 'pip install -e ".[test]"' in ci
+
+
+def test_cli_help_lists_stages() -> None:
+    out = subprocess.run([sys.executable, "-m", "maxk", "--help"], capture_output=True, text=True, check=True)
+    assert "provenance" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "maxk", "no-such-command"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_atomic_open_publishes_only_on_success(tmp_path: Path) -> None:
+    target = tmp_path / "out.jsonl.gz"
+    with pytest.raises(RuntimeError), atomic_open(target) as fh:
+        fh.write("partial\n")
+        raise RuntimeError("killed")
+    assert not target.exists() and not list(tmp_path.iterdir())
+    write_jsonl(target, [{"b": 1, "a": "x"}, {"c": None}])
+    first = target.read_bytes()
+    write_jsonl(target, [{"b": 1, "a": "x"}, {"c": None}])
+    assert target.read_bytes() == first  # gzip mtime fixed: byte-identical reruns
+    assert [row for _, row in read_jsonl(target)] == [{"a": "x", "b": 1}, {"c": None}]
+
+
+def test_read_jsonl_names_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"a": 1}\n{oops\n')
+    with pytest.raises(ValueError, match=r"bad\.jsonl:2: not valid JSON"):
+        list(read_jsonl(bad))
+
+
+def test_provenance(tmp_path: Path) -> None:
+    cfg = {"seed": 3, "b": [1, 2]}
+    assert config_hash(cfg) == config_hash({"b": [1, 2], "seed": 3})
+    assert config_hash(cfg) != config_hash({"seed": 4, "b": [1, 2]})
+    rec = provenance_record(cfg, seeds={"seed": 3})
+    assert rec["packages"]["numpy"] and rec["config_hash"] == config_hash(cfg)
+    path = write_provenance(tmp_path / "model_dir", config=cfg)
+    assert path == tmp_path / "model_dir" / "provenance.json"
+    assert json.loads(path.read_text())["seeds"] is None
+    f = tmp_path / "scores.parquet"
+    f.write_text("x")
+    assert write_provenance(f, config=cfg).name == "scores.parquet.provenance.json"
+
+
+def snakemake(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True, env=env
+    )
+
+
+def test_default_dag_dry_runs() -> None:
+    res = snakemake("-n", "--cores", "1", "--quiet", "rules")
+    assert res.returncode == 0, res.stderr
+    assert "environment" in res.stdout + res.stderr
+
+
+def test_config_typo_fails_before_any_job(tmp_path: Path) -> None:
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["seeed"] = 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(cfg))
+    res = snakemake("-n", "--cores", "1", "--configfile", str(bad))
+    assert res.returncode != 0
+    assert "seeed" in res.stdout + res.stderr
+    assert "Additional properties are not allowed" in res.stdout + res.stderr
+
+
+def test_workflow_lint_and_format_are_clean() -> None:
+    lint = snakemake("--lint")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    fmt = subprocess.run(
+        [Path(sys.executable).with_name("snakefmt"), "--check", "Snakefile", "workflow/"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
