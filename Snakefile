@@ -22,6 +22,7 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/provenance.smk"
+include: "workflow/rules/score.smk"
 
 
 rule all:

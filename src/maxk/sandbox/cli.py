@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--problems", required=True, help="problem records (JSONL, .gz allowed)")
     p.add_argument("--output", required=True, help="scores Parquet to write")
     p.add_argument("--config-json", default="{}", help="the `sandbox` config section as JSON")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: config, else cores)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="cores available: the number of workers when sandbox.workers is null (default: all)")
     p.add_argument("--shard", default="0/1", help="I/N: score only problems whose position %% N == I")
     p.set_defaults(handler=_score)
 
@@ -127,7 +128,7 @@ def _score(args: argparse.Namespace) -> int:
                         ("passed", pa.int64()), ("total", pa.int64()), ("verdicts", pa.list_(pa.string())),
                         ("elapsed_s", pa.float64())])
     try:
-        scorer = Scorer(**limits_from_config(section, args.workers))
+        scorer = Scorer(**limits_from_config(section, section.get("workers") or args.threads))
     except (SandboxError, TypeError, ValueError) as exc:
         raise UserError(str(exc)) from exc
     print(f"sandbox isolation: {scorer.level} {json.dumps(scorer.layers, sort_keys=True)}", file=sys.stderr)
