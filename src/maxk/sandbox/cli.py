@@ -23,20 +23,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run every sample's program against its problem's tests in the sandbox and write "
         "per-sample rewards and per-case verdicts, in input order.",
     )
-    p.add_argument("--samples", required=True, help="samples Parquet (problem_id, sample_index, program, ...)")
+    p.add_argument(
+        "--samples", required=True, help="samples Parquet (problem_id, sample_index, program, ...)"
+    )
     p.add_argument("--problems", required=True, help="problem records (JSONL, .gz allowed)")
     p.add_argument("--output", required=True, help="scores Parquet to write")
     p.add_argument("--config-json", default="{}", help="the `sandbox` config section as JSON")
-    p.add_argument("--threads", type=int, default=None,
-                   help="cores available: the number of workers when sandbox.workers is null (default: all)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="cores available: the number of workers when sandbox.workers is null (default: all)",
+    )
     p.add_argument("--shard", default="0/1", help="I/N: score only problems whose position %% N == I")
     p.set_defaults(handler=_score)
 
     sb = sub.add_parser("sandbox", help="sandbox utilities", description="Sandbox utilities.")
     sbsub = sb.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND")
-    d = sbsub.add_parser("doctor", help="print which isolation layers are active on this machine",
-                         description="Start a worker with every layer requested, report what is active, "
-                         "and check that a few attacks are stopped.")
+    d = sbsub.add_parser(
+        "doctor",
+        help="print which isolation layers are active on this machine",
+        description="Start a worker with every layer requested, report what is active, "
+        "and check that a few attacks are stopped.",
+    )
     d.add_argument("--config-json", default="{}", help="the `sandbox` config section as JSON")
     d.set_defaults(handler=_doctor)
     sb.set_defaults(handler=lambda args: sb.print_help() or 2)
@@ -109,7 +118,9 @@ def _score(args: argparse.Namespace) -> int:
     try:
         table = pq.read_table(args.samples, columns=["problem_id", "sample_index", "program"])
     except (OSError, pa.ArrowInvalid, KeyError) as exc:
-        raise UserError(f"{args.samples}: cannot read columns problem_id, sample_index, program ({exc})") from exc
+        raise UserError(
+            f"{args.samples}: cannot read columns problem_id, sample_index, program ({exc})"
+        ) from exc
     pids = table.column("problem_id").to_pylist()
     idxs = table.column("sample_index").to_pylist()
     programs = table.column("program").to_pylist()
@@ -117,16 +128,26 @@ def _score(args: argparse.Namespace) -> int:
     rows = []
     for r, (pid, idx, prog) in enumerate(zip(pids, idxs, programs, strict=True)):
         if pid not in problems:
-            raise UserError(f"{args.samples}: row {r} (problem_id {pid!r}, sample {idx}): field 'problem_id' "
-                            f"not found in {args.problems}")
+            raise UserError(
+                f"{args.samples}: row {r} (problem_id {pid!r}, sample {idx}): field 'problem_id' "
+                f"not found in {args.problems}"
+            )
         if prog is not None and not isinstance(prog, str):
             raise UserError(f"{args.samples}: row {r} (problem_id {pid!r}): field 'program' is not a string")
         if order[pid] % shard_n == shard_i:
             rows.append((pid, idx, prog))
     batch = int(section.get("batch_size") or 512)
-    schema = pa.schema([("problem_id", pa.string()), ("sample_index", pa.int64()), ("reward", pa.float64()),
-                        ("passed", pa.int64()), ("total", pa.int64()), ("verdicts", pa.list_(pa.string())),
-                        ("elapsed_s", pa.float64())])
+    schema = pa.schema(
+        [
+            ("problem_id", pa.string()),
+            ("sample_index", pa.int64()),
+            ("reward", pa.float64()),
+            ("passed", pa.int64()),
+            ("total", pa.int64()),
+            ("verdicts", pa.list_(pa.string())),
+            ("elapsed_s", pa.float64()),
+        ]
+    )
     try:
         scorer = Scorer(**limits_from_config(section, section.get("workers") or args.threads))
     except (SandboxError, TypeError, ValueError) as exc:
@@ -145,17 +166,32 @@ def _score(args: argparse.Namespace) -> int:
                     verdicts, passed, total, reward, elapsed = ["syntax_error"] * n, 0, n, 0.0, 0.0
                 else:
                     s = next(scores)
-                    verdicts, passed, total, reward, elapsed = list(s.verdicts), s.passed, s.total, s.reward, s.elapsed
-                for c, v in zip(SCORE_COLUMNS, (pid, idx, reward, passed, total, verdicts, elapsed), strict=True):
+                    verdicts, passed, total, reward, elapsed = (
+                        list(s.verdicts),
+                        s.passed,
+                        s.total,
+                        s.reward,
+                        s.elapsed,
+                    )
+                for c, v in zip(
+                    SCORE_COLUMNS, (pid, idx, reward, passed, total, verdicts, elapsed), strict=True
+                ):
                     out[c].append(v)
             writer.write_table(pa.table(out, schema=schema))
             bar.update(len(chunk))
             if bar.format_dict.get("elapsed"):
-                bar.set_postfix(programs_s=f"{bar.n / bar.format_dict['elapsed']:.0f}", cache_hits=scorer.hits)
+                bar.set_postfix(
+                    programs_s=f"{bar.n / bar.format_dict['elapsed']:.0f}", cache_hits=scorer.hits
+                )
     bar.close()
-    write_provenance(args.output, config={"sandbox": section},
-                     isolation={"level": scorer.level, "layers": scorer.layers},
-                     shard=args.shard, rows=len(rows), cache_hits=scorer.hits)
+    write_provenance(
+        args.output,
+        config={"sandbox": section},
+        isolation={"level": scorer.level, "layers": scorer.layers},
+        shard=args.shard,
+        rows=len(rows),
+        cache_hits=scorer.hits,
+    )
     print(f"scored {len(rows)} samples ({scorer.hits} cache hits) -> {args.output}", file=sys.stderr)
     return 0
 
@@ -166,21 +202,28 @@ DOCTOR_PROBES = {
         "import ctypes, struct\nlibc = ctypes.CDLL(None)\nfd = libc.socket(2, 1, 0)\n"
         "addr = struct.pack('=H', 2) + struct.pack('>H', PORT) + bytes([127, 0, 0, 1]) + bytes(8)\n"
         "ok = fd >= 0 and libc.connect(fd, addr, 16) == 0\n"
-        "def f(x):\n    return x + 1 if ok else None\n", 0.0),
+        "def f(x):\n    return x + 1 if ok else None\n",
+        0.0,
+    ),
     "write to /tmp blocked": (
-        "import os\ntry:\n    open('/tmp/maxk-doctor-probe', 'w').write('x')\n    os.unlink('/tmp/maxk-doctor-probe')\n"
-        "    ok = True\nexcept OSError:\n    ok = False\ndef f(x):\n    return x + 1 if ok else None\n", 0.0),
+        "import os\ntry:\n    open('/tmp/maxk-doctor-probe', 'w').write('x')\n"
+        "    os.unlink('/tmp/maxk-doctor-probe')\n"
+        "    ok = True\nexcept OSError:\n    ok = False\ndef f(x):\n    return x + 1 if ok else None\n",
+        0.0,
+    ),
     "fork limit enforced": (
         "import posix, time\nn = 0\nfor _ in range(200):\n    try:\n        if posix.fork() == 0:\n"
         "            time.sleep(30)\n    except OSError:\n        break\n    n += 1\n"
-        "def f(x):\n    return x + 1 if n >= 200 else None\n", 0.0),
+        "def f(x):\n    return x + 1 if n >= 200 else None\n",
+        0.0,
+    ),
 }
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from maxk.sandbox import LEVEL_ORDER, LEVELS, SandboxError, Scorer
-
     import socket
+
+    from maxk.sandbox import LEVEL_ORDER, LEVELS, SandboxError, Scorer
 
     section = json.loads(args.config_json)
     kw = limits_from_config(section, 1)
@@ -203,9 +246,13 @@ def _doctor(args: argparse.Namespace) -> int:
                 print(f"{name:<20} {level:<9} {scorer.layers.get(name)}")
         for note in scorer.notes:
             print(f"note: {note}")
-        problem = {"id": "doctor/f", "tests": {"format": "call", "entry_point": "f", "setup": "",
-                                               "cases": ["assert f(1) == 2"]}}
-        scores = scorer.score([(problem, prog.replace("PORT", str(port))) for prog, _ in DOCTOR_PROBES.values()])
+        problem = {
+            "id": "doctor/f",
+            "tests": {"format": "call", "entry_point": "f", "setup": "", "cases": ["assert f(1) == 2"]},
+        }
+        scores = scorer.score(
+            [(problem, prog.replace("PORT", str(port))) for prog, _ in DOCTOR_PROBES.values()]
+        )
         listener.close()
         healthy = True
         for (name, (_, expected)), s in zip(DOCTOR_PROBES.items(), scores, strict=True):
@@ -213,6 +260,8 @@ def _doctor(args: argparse.Namespace) -> int:
             healthy &= good
             print(f"probe: {name:<28} {'yes' if good else 'NO'} ({', '.join(s.verdicts)})")
         below = LEVEL_ORDER.index(scorer.level) < LEVEL_ORDER.index(want)
-        print(f"isolation level: {scorer.level} (configured minimum: {want}"
-              f"{', BELOW MINIMUM' if below else ''})")
+        print(
+            f"isolation level: {scorer.level} (configured minimum: {want}"
+            f"{', BELOW MINIMUM' if below else ''})"
+        )
     return 0 if healthy and not below else 1

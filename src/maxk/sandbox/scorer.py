@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -47,8 +48,16 @@ VERDICTS = (
 
 #: Isolation levels, each a superset of the previous one (see README.md for what each stops).
 LEVELS: dict[str, tuple[str, ...]] = {
-    "minimal": ("rlimits", "fresh_cwd", "empty_env", "closed_fds", "process_group_kill", "subreaper",
-                "non_dumpable", "drop_uid"),
+    "minimal": (
+        "rlimits",
+        "fresh_cwd",
+        "empty_env",
+        "closed_fds",
+        "process_group_kill",
+        "subreaper",
+        "non_dumpable",
+        "drop_uid",
+    ),
     "portable": ("seccomp",),
     "full": ("userns", "netns", "ipcns", "pidns", "landlock"),
 }
@@ -230,20 +239,14 @@ class _WorkerHandle:
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             proc.kill()
-        except ProcessLookupError:
-            pass
         proc.wait()
         for f in (proc.stdin, proc.stdout):
-            try:
+            with contextlib.suppress(OSError):
                 f.close()
-            except OSError:
-                pass
 
     def close(self) -> None:
         if self.proc is None:
@@ -284,7 +287,7 @@ def _rebuild_exception(name: str) -> BaseException:
     if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, _SPECIAL_ARGS):
         try:
             exc = cls(f"raised by the candidate ({name})")
-        except Exception:  # noqa: BLE001
+        except Exception:
             exc = RuntimeError(name)
     else:
         exc = RuntimeError(f"raised by the candidate ({name!s:.100})")
@@ -306,8 +309,9 @@ class _Candidate:
             raise self.abort
         self.calls += 1
         try:
-            payload = json.dumps([[protocol.encode(a) for a in args],
-                                  [[k, protocol.encode(v)] for k, v in kwargs.items()]])
+            payload = json.dumps(
+                [[protocol.encode(a) for a in args], [[k, protocol.encode(v)] for k, v in kwargs.items()]]
+            )
         except protocol.Unsupported as exc:
             self._fail("sandbox_error", alive=True)
             raise AssertionError("unreachable") from exc
@@ -424,8 +428,9 @@ class Scorer:
         started: list[Any] = [None] * n
         ready = threading.Barrier(n + 1)
         for i, handle in enumerate(self.handles):
-            t = threading.Thread(target=self._run, args=(handle, i, started, ready), daemon=True,
-                                 name=f"maxk-sandbox-{i}")
+            t = threading.Thread(
+                target=self._run, args=(handle, i, started, ready), daemon=True, name=f"maxk-sandbox-{i}"
+            )
             t.start()
             self.threads.append(t)
         ready.wait()
@@ -440,8 +445,12 @@ class Scorer:
         want = self.limits.minimum
         if LEVEL_ORDER.index(self.level) < LEVEL_ORDER.index(want) and not self.limits.allow_below_minimum:
             self.close()
-            missing = [k for lvl in LEVEL_ORDER[1: LEVEL_ORDER.index(want) + 1] for k in LEVELS[lvl]
-                       if not self.layers.get(k)]
+            missing = [
+                k
+                for lvl in LEVEL_ORDER[1 : LEVEL_ORDER.index(want) + 1]
+                for k in LEVELS[lvl]
+                if not self.layers.get(k)
+            ]
             raise SandboxError(
                 f"sandbox isolation is {self.level!r}, below the configured minimum {want!r} "
                 f"(missing: {', '.join(missing)}; {'; '.join(self.notes) or 'no details'}). "
@@ -469,7 +478,7 @@ class Scorer:
     def _run(self, handle: _WorkerHandle, index: int, started: list[Any], ready: threading.Barrier) -> None:
         try:
             started[index] = handle.start()
-        except BaseException as exc:  # noqa: BLE001 - reported by __init__
+        except BaseException as exc:
             started[index] = exc
         ready.wait()
         if isinstance(started[index], BaseException):
@@ -484,7 +493,7 @@ class Scorer:
                     verdicts = self._score_one(handle, job.problem, job.program)
                 except SandboxError:
                     raise
-                except Exception:  # noqa: BLE001 - never let one program take the pool down
+                except Exception:
                     handle.kill()
                     verdicts = ["sandbox_error"] * _num_cases(job.problem)
                 job.result = Score.from_verdicts(verdicts, time.monotonic() - t0)
@@ -545,11 +554,15 @@ class Scorer:
                 base: dict[str, Any] = {"__name__": "__maxk_tests__"}
                 setup = tests.get("setup") or ""
                 exec(compile(setup, f"<setup {problem.get('id')}>", "exec"), base)  # trusted dataset code
-                codes = [compile(c, f"<case {problem.get('id')}#{j}>", "exec")
-                         for j, c in enumerate(tests.get("cases") or [])]
+                codes = [
+                    compile(c, f"<case {problem.get('id')}#{j}>", "exec")
+                    for j, c in enumerate(tests.get("cases") or [])
+                ]
                 prepared = _CallProblem(tests["entry_point"], base, codes, timeout)
             else:
-                raise SandboxError(f"problem {problem.get('id')!r}: unknown tests.format {tests.get('format')!r}")
+                raise SandboxError(
+                    f"problem {problem.get('id')!r}: unknown tests.format {tests.get('format')!r}"
+                )
             if len(self.problems) > 10_000:
                 self.problems.clear()
             self.problems[key] = prepared
@@ -565,8 +578,13 @@ class Scorer:
         n = len(prob.inputs)
         if n == 0:
             return []
-        msg = {"op": "stdio", "program": program, "inputs": prob.inputs, "timeout": prob.timeout,
-               "max_timeouts": self.limits.max_timeouts}
+        msg = {
+            "op": "stdio",
+            "program": program,
+            "inputs": prob.inputs,
+            "timeout": prob.timeout,
+            "max_timeouts": self.limits.max_timeouts,
+        }
         try:
             reply = handle.request(msg, guard=n * (prob.timeout + 1) + 10)
         except _Dead:
@@ -580,22 +598,32 @@ class Scorer:
         for res, expected in zip(results, prob.outputs, strict=True):
             status = res.get("status")
             if status == "exit_ok":
-                ok = outputs_match(str(res.get("stdout", "")), expected, self.limits.float_rel_tol,
-                                   self.limits.float_abs_tol)
+                ok = outputs_match(
+                    str(res.get("stdout", "")), expected, self.limits.float_rel_tol, self.limits.float_abs_tol
+                )
                 verdicts.append("ok" if ok else "wrong_answer")
             else:
                 verdicts.append(_map_status(status))
         return verdicts
 
     def _load(self, handle: _WorkerHandle, prob: _CallProblem, program: str) -> str:
-        msg = {"op": "load", "program": program, "entry_point": prob.entry_point, "timeout": prob.timeout,
-               "cpu": prob.timeout * (len(prob.codes) + 1)}
+        msg = {
+            "op": "load",
+            "program": program,
+            "entry_point": prob.entry_point,
+            "timeout": prob.timeout,
+            "cpu": prob.timeout * (len(prob.codes) + 1),
+        }
         try:
             reply = handle.request(msg, guard=prob.timeout + 10)
         except _Dead:
             return "sandbox_error"
         status = reply.get("status")
-        return "ready" if status == "ready" else ("syntax_error" if status == "syntax_error" else _map_status(status))
+        return (
+            "ready"
+            if status == "ready"
+            else ("syntax_error" if status == "syntax_error" else _map_status(status))
+        )
 
     def _score_call(self, handle: _WorkerHandle, prob: _CallProblem, program: str) -> list[str]:
         n = len(prob.codes)
@@ -617,10 +645,8 @@ class Scorer:
                     break
             verdict, alive = self._run_case(handle, prob, code)
             verdicts.append(verdict)
-        try:
+        with contextlib.suppress(_Dead):
             handle.request({"op": "end"}, guard=10)
-        except _Dead:
-            pass
         return verdicts
 
     @staticmethod
@@ -634,9 +660,10 @@ class Scorer:
             exec(code, ns)  # trusted assertion code; only `proxy` touches the sandbox
         except _Abort:
             pass
-        except BaseException as exc:  # noqa: BLE001 - any failure of the assertion is a failed case
-            from_candidate = getattr(exc, "_maxk_candidate", False) or getattr(exc.__context__, "_maxk_candidate",
-                                                                                False)
+        except BaseException as exc:
+            from_candidate = getattr(exc, "_maxk_candidate", False) or getattr(
+                exc.__context__, "_maxk_candidate", False
+            )
             verdict = "runtime_error" if from_candidate else "wrong_answer"
         if proxy.abort is not None:  # sticky: a swallowed abort still fails the case
             return proxy.abort.verdict, proxy.abort.alive
