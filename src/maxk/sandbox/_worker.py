@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import gc
 import json
 import os
 import resource
@@ -549,6 +550,9 @@ class Worker:
         self.child_req = -1  # worker -> child
         self.child_rep = -1  # child -> worker
         self.counter = 0
+        self.deferred: list = []
+        self.code = None
+        self.entry, self.cpu, self.load_timeout = "", 1.0, 1.0
         self.bpf = b""
         self.landlock_abi = 0
 
@@ -664,6 +668,9 @@ class Worker:
         self.mem_in = os.memfd_create("stdin", 0)
         self.mem_out = os.memfd_create("stdout", 0)
         self.devnull = os.open("/dev/null", os.O_RDWR)
+        # Children must not traverse (and so copy-on-write) the whole pre-imported heap in their GCs.
+        gc.collect()
+        gc.freeze()
 
     # -- children ---------------------------------------------------------------------------
     def _nproc_limit(self) -> int:
@@ -900,11 +907,37 @@ class Worker:
         return {"status": self._status(self._reap(pid, cwd))}
 
     def load(self, msg: dict) -> dict:
+        """Compile and start the program; then answer the prefetched ``calls`` in order (re-forking
+        the child after a crash or timeout); keep the child only if ``keep``. One round trip."""
         self.end_child()
         try:
-            code = compile(msg["program"], "<program>", "exec", dont_inherit=True)
+            self.code = compile(msg["program"], "<program>", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
             return {"status": "syntax_error"}
+        self.entry, self.cpu, self.load_timeout = msg["entry_point"], float(msg["cpu"]), float(msg["timeout"])
+        reply = self._spawn()
+        if reply.get("status") != "ready":
+            return reply
+        calls = msg.get("calls") or []
+        results: list[dict | None] = []
+        for payload in calls:
+            if payload is None:
+                results.append(None)
+                continue
+            if not self.child_pid:
+                again = self._spawn()
+                if again.get("status") != "ready":
+                    results.append(again)
+                    continue
+            results.append(self.call({"payload": payload, "timeout": msg["call_timeout"]}))
+        if calls:
+            reply = dict(reply, results=results)
+        if not msg.get("keep", True):
+            self.deferred.append(self.end_child)  # after the reply: the orchestrator need not wait
+        reply["alive"] = bool(self.child_pid) and bool(msg.get("keep", True))
+        return reply
+
+    def _spawn(self) -> dict:
         os.ftruncate(self.mem_out, 0)
         os.lseek(self.mem_out, 0, os.SEEK_SET)
         req_r, req_w = os.pipe()
@@ -914,14 +947,14 @@ class Worker:
             try:
                 os.close(req_w)
                 os.close(rep_r)
-                self._child_setup(cwd, self.devnull, self.mem_out, (req_r, rep_w), float(msg["cpu"]))
-                self._serve(code, msg["entry_point"], req_r, rep_w)
+                self._child_setup(cwd, self.devnull, self.mem_out, (req_r, rep_w), self.cpu)
+                self._serve(self.code, self.entry, req_r, rep_w)
             finally:
                 os._exit(EXIT_INTERNAL)
         os.close(req_r)
         os.close(rep_w)
         self.child_pid, self.child_cwd, self.child_req, self.child_rep = pid, cwd, req_w, rep_r
-        return self._await_reply(float(msg["timeout"]))
+        return self._await_reply(self.load_timeout)
 
     @staticmethod
     def _serve(code: object, entry: str, req: int, rep: int) -> None:
@@ -1022,11 +1055,13 @@ class Worker:
             elif op == "call":
                 reply = self.call(msg)
             elif op == "end":
-                self.end_child()
+                self.deferred.append(self.end_child)
                 reply = {"status": "ended"}
             else:
                 reply = {"status": "sandbox_error", "detail": f"unknown op {op!r}"}
             send_frame(outp, reply)
+            while self.deferred:  # clean-up that need not delay the reply
+                self.deferred.pop(0)()
         self.end_child()
         shutil.rmtree(self.scratch, ignore_errors=True)
 

@@ -14,6 +14,7 @@ never forked) and never receive expected outputs or assertion code:
 
 from __future__ import annotations
 
+import ast
 import builtins
 import collections
 import contextlib
@@ -295,12 +296,67 @@ def _rebuild_exception(name: str) -> BaseException:
     return exc
 
 
-class _Candidate:
-    """Stands in for the entry point inside trusted test code; forwards calls to the child."""
+def _encode_call(args: tuple, kwargs: dict) -> str:
+    return json.dumps(
+        [[protocol.encode(a) for a in args], [[k, protocol.encode(v)] for k, v in kwargs.items()]]
+    )
 
-    def __init__(self, handle: _WorkerHandle, deadline: float) -> None:
-        self.handle = handle
+
+class _Stop(BaseException):
+    """Raised by the recording proxy at the first call (prefetch phase)."""
+
+
+class _Recorder:
+    """Prefetch phase: records the encoded arguments of a case's first call, then stops the case."""
+
+    def __init__(self) -> None:
+        self.payload: str | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.payload is None:
+            try:
+                self.payload = _encode_call(args, kwargs)
+            except protocol.Unsupported:
+                self.payload = None
+        raise _Stop
+
+
+class _Session:
+    """The child of one program as seen from the trusted side: loaded lazily, reloaded after a crash."""
+
+    def __init__(
+        self, scorer: Scorer, handle: _WorkerHandle, prob: _CallProblem, program: str, alive: bool
+    ) -> None:
+        self.scorer, self.handle, self.prob, self.program = scorer, handle, prob, program
+        self.alive = alive
+
+    def call(self, payload: str, left: float) -> dict[str, Any]:
+        if not self.alive:
+            state = self.scorer._load(self.handle, self.prob, self.program)
+            if state != "ready":
+                return {"status": state if state != "syntax_error" else "sandbox_error"}
+            self.alive = True
+        try:
+            reply = self.handle.request({"op": "call", "payload": payload, "timeout": left}, guard=left + 10)
+        except _Dead:
+            self.alive = False
+            return {"status": "sandbox_error"}
+        if reply.get("status") not in ("returned", "raised", "returned_unsupported"):
+            self.alive = False
+        return reply
+
+
+class _Candidate:
+    """Stands in for the entry point inside trusted test code.
+
+    A call whose encoded arguments equal the prefetched ones gets the prefetched reply; any other
+    call goes live to the child through the session. Replies are rebuilt from strict tagged data.
+    """
+
+    def __init__(self, session: _Session, deadline: float, prefetched: tuple[str, dict] | None) -> None:
+        self.session = session
         self.deadline = deadline
+        self.prefetched = prefetched
         self.abort: _Abort | None = None
         self.calls = 0
 
@@ -309,37 +365,50 @@ class _Candidate:
             raise self.abort
         self.calls += 1
         try:
-            payload = json.dumps(
-                [[protocol.encode(a) for a in args], [[k, protocol.encode(v)] for k, v in kwargs.items()]]
-            )
+            payload = _encode_call(args, kwargs)
         except protocol.Unsupported as exc:
-            self._fail("sandbox_error", alive=True)
+            self._fail("sandbox_error")
             raise AssertionError("unreachable") from exc
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            self._fail("timeout", alive=True)
-        try:
-            reply = self.handle.request({"op": "call", "payload": payload, "timeout": left}, guard=left + 10)
-        except _Dead:
-            self._fail("sandbox_error", alive=False)
+        if self.prefetched is not None and self.prefetched[0] == payload:
+            reply, self.prefetched = self.prefetched[1], None
+        else:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                self._fail("timeout")
+            reply = self.session.call(payload, left)
         status = reply.get("status")
         if status == "returned":
             try:
                 return protocol.decode(reply.get("value"))
             except (protocol.Malformed, RecursionError):
-                self._fail("wrong_answer", alive=True)
+                self._fail("wrong_answer")
         if status == "returned_unsupported":
-            self._fail("wrong_answer", alive=True)
+            self._fail("wrong_answer")
         if status == "raised":
             raise _rebuild_exception(reply.get("exc", ""))
-        if status in ("timeout", "memory", "output_limit", "runtime_error"):
-            self._fail(status, alive=False)
-        self._fail("sandbox_error", alive=False)
+        self._fail(
+            status if status in ("timeout", "memory", "output_limit", "runtime_error") else "sandbox_error"
+        )
         return None  # unreachable
 
-    def _fail(self, verdict: str, alive: bool) -> None:
-        self.abort = _Abort(verdict, alive)
+    def _fail(self, verdict: str) -> None:
+        self.abort = _Abort(verdict, alive=False)
         raise self.abort
+
+
+def _single_call_assert(src: str, entry: str) -> bool:
+    """True when a case is one ``assert`` with exactly one call of the entry point and no loops,
+    lambdas or comprehensions: it calls the candidate at most once, so its call can be prefetched."""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return False
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
+        return False
+    names = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in (entry, "candidate")]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.func in names]
+    scoped = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr)
+    return len(names) == 1 and len(calls) == 1 and not any(isinstance(n, scoped) for n in ast.walk(tree))
 
 
 @dataclasses.dataclass
@@ -348,6 +417,7 @@ class _CallProblem:
     base: dict[str, Any]
     codes: list[Any]
     timeout: float
+    single: list[bool] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -554,11 +624,10 @@ class Scorer:
                 base: dict[str, Any] = {"__name__": "__maxk_tests__"}
                 setup = tests.get("setup") or ""
                 exec(compile(setup, f"<setup {problem.get('id')}>", "exec"), base)  # trusted dataset code
-                codes = [
-                    compile(c, f"<case {problem.get('id')}#{j}>", "exec")
-                    for j, c in enumerate(tests.get("cases") or [])
-                ]
-                prepared = _CallProblem(tests["entry_point"], base, codes, timeout)
+                sources = tests.get("cases") or []
+                codes = [compile(c, f"<case {problem.get('id')}#{j}>", "exec") for j, c in enumerate(sources)]
+                single = [_single_call_assert(c, tests["entry_point"]) for c in sources]
+                prepared = _CallProblem(tests["entry_point"], base, codes, timeout, single)
             else:
                 raise SandboxError(
                     f"problem {problem.get('id')!r}: unknown tests.format {tests.get('format')!r}"
@@ -607,67 +676,92 @@ class Scorer:
         return verdicts
 
     def _load(self, handle: _WorkerHandle, prob: _CallProblem, program: str) -> str:
+        reply = self._load_request(handle, prob, program, None, keep=True)
+        status = reply.get("status")
+        return status if status in ("ready", "syntax_error") else _map_status(status)
+
+    def _load_request(
+        self,
+        handle: _WorkerHandle,
+        prob: _CallProblem,
+        program: str,
+        calls: list[str | None] | None,
+        keep: bool,
+    ) -> dict[str, Any]:
         msg = {
             "op": "load",
             "program": program,
             "entry_point": prob.entry_point,
             "timeout": prob.timeout,
             "cpu": prob.timeout * (len(prob.codes) + 1),
+            "calls": calls,
+            "call_timeout": prob.timeout,
+            "keep": keep,
         }
+        n_calls = sum(c is not None for c in calls or [])
         try:
-            reply = handle.request(msg, guard=prob.timeout + 10)
+            return handle.request(msg, guard=(prob.timeout + 1) * (1 + 2 * n_calls) + 10)
         except _Dead:
-            return "sandbox_error"
-        status = reply.get("status")
-        return (
-            "ready"
-            if status == "ready"
-            else ("syntax_error" if status == "syntax_error" else _map_status(status))
-        )
+            return {"status": "sandbox_error"}
+
+    @staticmethod
+    def _first_call(prob: _CallProblem, code: Any) -> str | None:
+        """Run a single-call case in the trusted process up to its call; return the encoded arguments."""
+        recorder = _Recorder()
+        ns = dict(prob.base)
+        ns[prob.entry_point] = ns["candidate"] = recorder
+        # _Stop at the call, or the case failed before calling (then it simply runs live later)
+        with contextlib.suppress(Exception, _Stop):
+            exec(code, ns)
+        return recorder.payload
 
     def _score_call(self, handle: _WorkerHandle, prob: _CallProblem, program: str) -> list[str]:
         n = len(prob.codes)
         if n == 0:
             return []
-        state = self._load(handle, prob, program)
-        if state != "ready":
-            return [state] * n
+        # Phase 1: the first call of every single-call assert travels with the load (one round trip).
+        calls = [
+            self._first_call(prob, c) if one else None for c, one in zip(prob.codes, prob.single, strict=True)
+        ]
+        keep = not all(prob.single)
+        reply = self._load_request(handle, prob, program, calls, keep)
+        status = reply.get("status")
+        if status != "ready":
+            return [status if status == "syntax_error" else _map_status(status)] * n
+        results = reply.get("results") or [None] * n
+        if not isinstance(results, list) or len(results) != n:
+            return ["sandbox_error"] * n
+        # Phase 2: every case runs in full here; prefetched replies answer matching calls.
+        session = _Session(self, handle, prob, program, alive=bool(reply.get("alive")))
         verdicts: list[str] = []
-        alive = True
-        for code in prob.codes:
+        for code, payload, result in zip(prob.codes, calls, results, strict=True):
             if self.limits.max_timeouts and verdicts.count("timeout") >= self.limits.max_timeouts:
                 verdicts += ["timeout"] * (n - len(verdicts))  # budget spent: the rest is not run
                 break
-            if not alive:
-                state = self._load(handle, prob, program)
-                if state != "ready":
-                    verdicts += [state] * (n - len(verdicts))
-                    break
-            verdict, alive = self._run_case(handle, prob, code)
-            verdicts.append(verdict)
-        with contextlib.suppress(_Dead):
-            handle.request({"op": "end"}, guard=10)
+            pre = (payload, result) if payload is not None and isinstance(result, dict) else None
+            verdicts.append(self._run_case(session, prob, code, pre))
+        if session.alive:
+            with contextlib.suppress(_Dead):
+                handle.request({"op": "end"}, guard=10)
         return verdicts
 
     @staticmethod
-    def _run_case(handle: _WorkerHandle, prob: _CallProblem, code: Any) -> tuple[str, bool]:
-        proxy = _Candidate(handle, time.monotonic() + prob.timeout)
+    def _run_case(session: _Session, prob: _CallProblem, code: Any, pre: tuple[str, dict] | None) -> str:
+        proxy = _Candidate(session, time.monotonic() + prob.timeout, pre)
         ns = dict(prob.base)
-        ns[prob.entry_point] = proxy
-        ns["candidate"] = proxy
+        ns[prob.entry_point] = ns["candidate"] = proxy
         verdict = "ok"
         try:
             exec(code, ns)  # trusted assertion code; only `proxy` touches the sandbox
         except _Abort:
             pass
-        except BaseException as exc:
-            from_candidate = getattr(exc, "_maxk_candidate", False) or getattr(
-                exc.__context__, "_maxk_candidate", False
-            )
+        except BaseException as exc:  # any failure of the assertion is a failed case
+            ctx = exc.__context__
+            from_candidate = getattr(exc, "_maxk_candidate", False) or getattr(ctx, "_maxk_candidate", False)
             verdict = "runtime_error" if from_candidate else "wrong_answer"
         if proxy.abort is not None:  # sticky: a swallowed abort still fails the case
-            return proxy.abort.verdict, proxy.abort.alive
-        return verdict, True
+            return proxy.abort.verdict
+        return verdict
 
 
 def _num_cases(problem: dict[str, Any]) -> int:
