@@ -26,6 +26,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/generate.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/score.smk"
 
 
 rule all:

@@ -1,0 +1,31 @@
+"""Sandboxed scoring of untrusted programs: ``score_programs`` and the long-lived ``Scorer`` pool.
+
+See ``README.md`` in this package for the design, the isolation layers and which layer stops which
+attack. Verdicts are always decided in the trusted (calling) process.
+"""
+
+from maxk.sandbox.scorer import (
+    LEVEL_ORDER,
+    LEVELS,
+    VERDICTS,
+    Limits,
+    SandboxError,
+    Score,
+    Scorer,
+    isolation_level,
+    outputs_match,
+    score_programs,
+)
+
+__all__ = [
+    "LEVELS",
+    "LEVEL_ORDER",
+    "VERDICTS",
+    "Limits",
+    "SandboxError",
+    "Score",
+    "Scorer",
+    "isolation_level",
+    "outputs_match",
+    "score_programs",
+]

@@ -1,0 +1,1155 @@
+"""Sandbox worker: a pre-started, pre-imported fork server that runs untrusted programs.
+
+Started by ``maxk.sandbox.scorer`` as ``python -I _worker.py CONFIG_JSON`` from a scrubbed
+environment (never forked from the trainer). Standard library only, because it runs as a script.
+
+Once per worker: pre-import the modules programs use, drop root to an unprivileged uid, enter new
+user + network + IPC namespaces, restrict the filesystem with Landlock (read-only interpreter and
+system dirs, read-write private scratch), compile the seccomp filter to raw BPF, become a child
+subreaper and non-dumpable. Per program (``call``) or per case (``stdio``): fork a child that is
+pid 1 of a fresh PID namespace, give it a fresh empty cwd, memfd stdio, rlimits, dropped
+capabilities, Landlock signal scoping and the seccomp filter, then run the program.
+
+The worker never receives expected outputs or assertion code: only programs, call arguments and
+stdin. Every verdict is decided by the trusted orchestrator; the worker only reports how the child
+ended (exit status, raw stdout, or a candidate's return value as tagged JSON of builtin types).
+
+Protocol (orchestrator <-> worker on stdin/stdout, worker <-> child on pipes): frames of a 4-byte
+big-endian length followed by UTF-8 JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import gc
+import json
+import marshal
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+
+# Modules pre-imported for programs (after the uid drop, the interpreter's files may be unreadable).
+PRELOAD = [
+    "abc",
+    "array",
+    "bisect",
+    "builtins",
+    "calendar",
+    "cmath",
+    "collections",
+    "collections.abc",
+    "contextlib",
+    "copy",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "enum",
+    "fractions",
+    "functools",
+    "hashlib",
+    "heapq",
+    "io",
+    "itertools",
+    "json",
+    "math",
+    "numbers",
+    "operator",
+    "random",
+    "re",
+    "statistics",
+    "string",
+    "struct",
+    "sys",
+    "textwrap",
+    "threading",
+    "time",
+    "types",
+    "typing",
+    "unicodedata",
+    "queue",
+    "fnmatch",
+    "difflib",
+    "pprint",
+    "base64",
+    "binascii",
+    "zlib",
+    "bz2",
+    "lzma",
+    "locale",
+    "codecs",
+    "weakref",
+    "secrets",
+    "uuid",
+    "traceback",
+    "warnings",
+    "inspect",
+    "ast",
+    "keyword",
+    "tokenize",
+]
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+CLONE_NEWTIME = 0x00000080
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+PR_SET_CHILD_SUBREAPER = 36
+SECCOMP_MODE_FILTER = 2
+SYS_LANDLOCK_CREATE_RULESET = 444
+SYS_LANDLOCK_ADD_RULE = 445
+SYS_LANDLOCK_RESTRICT_SELF = 446
+SYS_CAPSET = 126
+
+EXIT_MEMORY = 113  # child's own report: MemoryError escaped the program
+EXIT_INTERNAL = 114  # child's harness failed before the program ran
+SPARE_CPU_S = 3600  # a spare child's CPU limit until its program arrives (then lowered to the budget)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+def _check(ret: int, what: str) -> int:
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return ret
+
+
+def prctl(option: int, arg: int = 0) -> int:
+    return _check(_libc.prctl(option, arg, 0, 0, 0), f"prctl({option})")
+
+
+# ---------------------------------------------------------------------------------------------
+# framing
+
+
+def send_frame(fd: int, obj: object) -> None:
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    buf = struct.pack(">I", len(data)) + data
+    view = memoryview(buf)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
+    """Read exactly ``n`` bytes; None on EOF; raises TimeoutError past ``deadline``."""
+    chunks = []
+    while n > 0:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                raise TimeoutError
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def send_bytes(fd: int, data: bytes) -> None:
+    view = memoryview(struct.pack(">I", len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def recv_bytes(fd: int) -> bytes:
+    head = _read_exact(fd, 4, None)
+    if head is None:
+        raise EOFError
+    body = _read_exact(fd, struct.unpack(">I", head)[0], None)
+    if body is None:
+        raise EOFError
+    return body
+
+
+class _Child:
+    """A forked child: pid, scratch cwd, request/reply pipes (worker side), stdin/stdout memfds."""
+
+    __slots__ = ("cwd", "pid", "rep", "req", "stdin", "stdout")
+
+    def __init__(self, pid: int, cwd: str, req: int, rep: int, stdin: int, stdout: int) -> None:
+        self.pid, self.cwd, self.req, self.rep, self.stdin, self.stdout = pid, cwd, req, rep, stdin, stdout
+
+
+class FrameTooLarge(Exception):
+    pass
+
+
+def recv_frame(fd: int, deadline: float | None = None, limit: int = 1 << 30) -> object | None:
+    head = _read_exact(fd, 4, deadline)
+    if head is None:
+        return None
+    (size,) = struct.unpack(">I", head)
+    if size > limit:
+        raise FrameTooLarge
+    body = _read_exact(fd, size, deadline)
+    if body is None:
+        return None
+    return json.loads(body)
+
+
+# ---------------------------------------------------------------------------------------------
+# tagged values (child side; the trusted decoder lives in maxk.sandbox.protocol)
+
+
+def encode_value(v: object, depth: int = 0) -> object:
+    """Tagged JSON of exact builtin types (numpy values via ``tolist``); anything else raises."""
+    if depth > 100:
+        raise ValueError("too deep")
+    t = type(v)
+    if v is None:
+        return ["N"]
+    if t is bool:
+        return ["B", v]
+    if t is int:
+        return ["I", format(v, "x")]
+    if t is float:
+        return ["F", v.hex()]
+    if t is str:
+        return ["S", v]
+    if t is list or t is tuple or t is set or t is frozenset:
+        tag = {list: "L", tuple: "T", set: "E", frozenset: "Z"}[t]
+        return [tag, [encode_value(x, depth + 1) for x in v]]
+    if t is dict:
+        return ["D", [[encode_value(k, depth + 1), encode_value(x, depth + 1)] for k, x in v.items()]]
+    if t is complex:
+        return ["C", v.real.hex(), v.imag.hex()]
+    if t is bytes:
+        return ["Y", v.hex()]
+    if getattr(t, "__module__", "") == "numpy" and hasattr(v, "tolist"):
+        return encode_value(v.tolist(), depth + 1)
+    raise TypeError(f"unsupported type {t.__name__}")
+
+
+def decode_value(v: list) -> object:
+    tag = v[0]
+    if tag == "N":
+        return None
+    if tag == "B":
+        return bool(v[1])
+    if tag == "I":
+        return int(v[1], 16)
+    if tag == "F":
+        return float.fromhex(v[1])
+    if tag == "S":
+        return v[1]
+    if tag in "LTEZ":
+        items = [decode_value(x) for x in v[1]]
+        return {"L": list, "T": tuple, "E": set, "Z": frozenset}[tag](items)
+    if tag == "D":
+        return {decode_value(k): decode_value(x) for k, x in v[1]}
+    if tag == "C":
+        return complex(float.fromhex(v[1]), float.fromhex(v[2]))
+    if tag == "Y":
+        return bytes.fromhex(v[1])
+    raise ValueError(tag)
+
+
+# ---------------------------------------------------------------------------------------------
+# isolation primitives
+
+
+class _LandlockRulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _LandlockPathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+LL_EXECUTE, LL_WRITE_FILE, LL_READ_FILE, LL_READ_DIR = 1, 2, 4, 8
+LL_ALL_V1 = (1 << 13) - 1
+LL_REFER, LL_TRUNCATE, LL_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+LL_NET_BIND, LL_NET_CONNECT = 1, 2
+LL_SCOPE_ABSTRACT_UNIX, LL_SCOPE_SIGNAL = 1, 2
+
+
+def landlock_abi() -> int:
+    ret = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return int(ret) if ret > 0 else 0
+
+
+def landlock_fs_access(abi: int) -> int:
+    acc = LL_ALL_V1
+    if abi >= 2:
+        acc |= LL_REFER
+    if abi >= 3:
+        acc |= LL_TRUNCATE
+    if abi >= 5:
+        acc |= LL_IOCTL_DEV
+    return acc
+
+
+def landlock_restrict(
+    abi: int, read_paths: list[str], write_paths: list[str], *, fs: bool, scope: int
+) -> None:
+    """Apply one Landlock domain: fs rules (when ``fs``), no TCP (ABI>=4), ``scope`` bits (ABI>=6)."""
+    attr = _LandlockRulesetAttr()
+    handled = landlock_fs_access(abi) if fs else 0
+    attr.handled_access_fs = handled
+    size = 8
+    if abi >= 4:
+        attr.handled_access_net = LL_NET_BIND | LL_NET_CONNECT if fs else 0
+        size = 16
+    if abi >= 6:
+        attr.scoped = scope
+        size = 24
+    fd = _check(
+        _libc.syscall(
+            SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)
+        ),
+        "landlock_create_ruleset",
+    )
+    try:
+        if fs:
+            read = LL_EXECUTE | LL_READ_FILE | LL_READ_DIR
+            for paths, access in ((read_paths, read), (write_paths, handled)):
+                for path in paths:
+                    try:
+                        pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                    except OSError:
+                        continue
+                    try:
+                        is_dir = os.path.isdir(path)
+                        rule = _LandlockPathBeneath(
+                            access
+                            if is_dir
+                            else access
+                            & (LL_EXECUTE | LL_READ_FILE | LL_WRITE_FILE | LL_TRUNCATE | LL_IOCTL_DEV),
+                            pfd,
+                        )
+                        _check(
+                            _libc.syscall(SYS_LANDLOCK_ADD_RULE, fd, 1, ctypes.byref(rule), 0),
+                            f"landlock_add_rule({path})",
+                        )
+                    finally:
+                        os.close(pfd)
+        _check(_libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, fd, 0), "landlock_restrict_self")
+    finally:
+        os.close(fd)
+
+
+SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_CMP_MASKED_EQ = 7
+
+
+def SCMP_ACT_ERRNO(e: int) -> int:
+    return 0x00050000 | (e & 0xFFFF)
+
+
+class _ScmpArgCmp(ctypes.Structure):
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+DENY_ALWAYS = [
+    "socket",
+    "socketpair",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "bpf",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "userfaultfd",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "settimeofday",
+    "clock_settime",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "fanotify_init",
+    "quotactl",
+    "move_mount",
+    "fsopen",
+    "fsmount",
+    "fspick",
+    "open_tree",
+    "mount_setattr",
+    "pidfd_getfd",
+    "personality",
+]
+DENY_WITHOUT_PIDNS = ["kill", "tkill", "tgkill", "setsid", "setpgid", "pidfd_open", "pidfd_send_signal"]
+DENY_FS_WRITE = [
+    "mkdir",
+    "mkdirat",
+    "unlink",
+    "unlinkat",
+    "rmdir",
+    "rename",
+    "renameat",
+    "renameat2",
+    "link",
+    "linkat",
+    "symlink",
+    "symlinkat",
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "truncate",
+    "mknod",
+    "mknodat",
+    "utime",
+    "utimes",
+    "utimensat",
+    "futimesat",
+    "creat",
+]
+
+
+def seccomp_bpf(*, pidns: bool, fs_write: bool) -> bytes:
+    """Compile the deny-list filter with libseccomp and export it as raw BPF (loaded per child)."""
+    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+    lib = ctypes.CDLL(name, use_errno=True)
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_ScmpArgCmp),
+    ]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
+    if not ctx:
+        raise OSError("seccomp_init failed")
+    eperm = SCMP_ACT_ERRNO(errno.EPERM)
+
+    def rule(syscall: str, action: int, cmps: list[tuple[int, int]] = ()) -> None:
+        nr = lib.seccomp_syscall_resolve_name(syscall.encode())
+        if nr < 0:
+            return  # not on this architecture
+        arr = (_ScmpArgCmp * max(1, len(cmps)))()
+        for i, (argi, mask) in enumerate(cmps):
+            arr[i] = _ScmpArgCmp(argi, SCMP_CMP_MASKED_EQ, mask, mask)
+        ret = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), arr)
+        if ret < 0:
+            raise OSError(-ret, f"seccomp_rule_add({syscall})")
+
+    try:
+        for sc in DENY_ALWAYS + ([] if pidns else DENY_WITHOUT_PIDNS) + (DENY_FS_WRITE if fs_write else []):
+            rule(sc, eperm)
+        rule("clone3", SCMP_ACT_ERRNO(errno.ENOSYS))  # glibc falls back to clone(), whose flags we can see
+        for flag in (
+            CLONE_NEWNS,
+            CLONE_NEWCGROUP,
+            CLONE_NEWUTS,
+            CLONE_NEWIPC,
+            CLONE_NEWUSER,
+            CLONE_NEWPID,
+            CLONE_NEWNET,
+        ):
+            rule("clone", eperm, [(0, flag)])
+        if fs_write:  # no landlock: forbid opening anything for writing or creating files
+            for flag in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC):
+                rule("open", eperm, [(1, flag)])
+                rule("openat", eperm, [(2, flag)])
+            rule("openat2", SCMP_ACT_ERRNO(errno.ENOSYS))
+        r, w = os.pipe()
+        try:
+            ret = lib.seccomp_export_bpf(ctx, w)
+            if ret < 0:
+                raise OSError(-ret, "seccomp_export_bpf")
+            os.close(w)
+            w = -1
+            data = b""
+            while chunk := os.read(r, 65536):
+                data += chunk
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+        return data
+    finally:
+        lib.seccomp_release(ctx)
+
+
+def load_seccomp(bpf: bytes) -> None:
+    n = len(bpf) // 8
+    arr = (_SockFilter * n).from_buffer_copy(bpf)
+    prog = _SockFprog(n, arr)
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0), "seccomp")
+
+
+def drop_capabilities() -> None:
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(_libc.syscall(SYS_CAPSET, header, data), "capset")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), f"unshare({flags:#x})")
+
+
+def _write_file(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# the worker
+
+
+class Worker:
+    def __init__(self, cfg: dict) -> None:
+        self.cfg = cfg
+        self.layers: dict[str, object] = {}
+        self.notes: list[str] = []
+        self.child: _Child | None = None  # the running program (call problems)
+        self.spare: _Child | None = None  # pre-forked, fully isolated, waiting for a program
+        self.counter = 0
+        self.deferred: list = []
+        self.blob = b""  # the current program, compiled once, as marshal bytes
+        self.entry, self.cpu, self.load_timeout = "", 1.0, 1.0
+        self.bpf = b""
+        self.landlock_abi = 0
+
+    # -- start-up ---------------------------------------------------------------------------
+    def setup(self) -> None:
+        cfg = self.cfg
+        want = cfg["layers"]
+        for mod in PRELOAD + list(cfg.get("preload", [])):
+            try:
+                __import__(mod)
+            except Exception as exc:
+                self.notes.append(f"preload {mod}: {exc!r}")
+        # descriptors: keep only stdio (our channel); stderr goes to the orchestrator's log
+        os.closerange(3, 1 << 16)
+        self.layers["closed_fds"] = True
+        # the only variable allowed is the C-locale coercion (PEP 538) the interpreter sets itself
+        self.layers["empty_env"] = set(os.environ) <= {"LC_CTYPE"}
+        os.environ.clear()
+        if os.getuid() == 0:
+            if want.get("drop_uid", True):
+                uid = gid = int(cfg.get("uid", 65534))
+                os.setgroups([])
+                os.setresgid(gid, gid, gid)
+                os.setresuid(uid, uid, uid)
+                self.layers["drop_uid"] = uid
+            else:
+                self.layers["drop_uid"] = False
+                self.notes.append("running untrusted code as root: RLIMIT_NPROC is not enforced")
+        else:
+            self.layers["drop_uid"] = f"unprivileged ({os.getuid()})"
+        uid, gid = os.getuid(), os.getgid()
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        self.layers["userns"] = False
+        if want.get("userns", True):
+            try:
+                unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC)
+                prctl(PR_SET_DUMPABLE, 1)  # /proc/self/*_map must be ours to write
+                _write_file("/proc/self/setgroups", "deny")
+                _write_file("/proc/self/uid_map", f"0 {uid} 1")
+                _write_file("/proc/self/gid_map", f"0 {gid} 1")
+                self.layers["userns"] = self.layers["netns"] = self.layers["ipcns"] = True
+            except OSError as exc:
+                self.notes.append(f"user/net/ipc namespaces unavailable: {exc}")
+        self.layers["pidns"] = False
+        if self.layers["userns"] and want.get("pidns", True):
+            try:
+                unshare(CLONE_NEWPID)
+                self.layers["pidns"] = True
+            except OSError as exc:
+                self.notes.append(f"pid namespace unavailable: {exc}")
+            if self.layers["pidns"]:
+                # Become pid 1 of the new namespace: children cannot SIGKILL us, and kill(-1) sweeps them.
+                pid = os.fork()
+                if pid:
+                    while True:
+                        try:
+                            _, status = os.waitpid(pid, 0)
+                            break
+                        except InterruptedError:
+                            continue
+                    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+                prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl(PR_SET_DUMPABLE, 0)
+        self.layers["non_dumpable"] = True
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+        self.scratch = tempfile.mkdtemp(prefix="maxk-sbx-")
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        self.layers["landlock"] = False
+        abi = landlock_abi() if want.get("landlock", True) else 0
+        if abi:
+            try:
+                reads = sorted(
+                    {
+                        sys.prefix,
+                        sys.base_prefix,
+                        sys.exec_prefix,
+                        sys.base_exec_prefix,
+                        "/usr",
+                        "/lib",
+                        "/lib64",
+                        "/bin",
+                        "/etc",
+                        "/dev/urandom",
+                        "/dev/zero",
+                    }
+                    | {p for p in sys.path if p and os.path.isdir(p)}
+                )
+                if not self.layers["pidns"]:
+                    reads.append("/proc")  # the subreaper sweep needs it when there is no pid namespace
+                landlock_restrict(
+                    abi, reads, [self.scratch, "/dev/null"], fs=True, scope=LL_SCOPE_ABSTRACT_UNIX
+                )
+                self.landlock_abi = abi
+                self.layers["landlock"] = (
+                    f"ABI {abi}" + (" (+tcp)" if abi >= 4 else "") + (" (+signal scope)" if abi >= 6 else "")
+                )
+            except OSError as exc:
+                self.notes.append(f"landlock failed: {exc}")
+        self.layers["seccomp"] = False
+        if want.get("seccomp", True):
+            try:
+                self.bpf = seccomp_bpf(pidns=bool(self.layers["pidns"]), fs_write=not self.layers["landlock"])
+                self.layers["seccomp"] = f"{len(self.bpf) // 8} BPF insns" + (
+                    "" if self.layers["landlock"] else " (+no fs writes)"
+                )
+            except OSError as exc:
+                self.notes.append(f"seccomp unavailable: {exc}")
+        self.layers["rlimits"] = True
+        self.layers["fresh_cwd"] = True
+        self.layers["process_group_kill"] = True
+        self.layers["subreaper"] = True
+        # a spare child is pre-forked between requests only with a pid namespace (see _sweep)
+        self.use_spare = bool(self.layers["pidns"])
+        self.devnull = os.open("/dev/null", os.O_RDWR)
+        # Children must not traverse (and so copy-on-write) the whole pre-imported heap in their GCs.
+        gc.collect()
+        gc.freeze()
+
+    # -- children ---------------------------------------------------------------------------
+    def _nproc_limit(self) -> int:
+        n = int(self.cfg["nproc"])
+        if self.layers["userns"]:
+            return n
+        # without a user namespace the count is per uid, machine-wide: our uid's tasks + margin
+        try:
+            tasks = sum(
+                1 for p in os.listdir("/proc") if p.isdigit() and os.stat(f"/proc/{p}").st_uid == os.getuid()
+            )
+        except OSError:
+            tasks = 0
+        return tasks + n
+
+    def _child_setup(
+        self, cwd: str, stdin_fd: int, stdout_fd: int, keep: tuple[int, ...], cpu: float
+    ) -> None:
+        """In the forked child: everything between fork and running untrusted code."""
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.setsid()  # own process group: killpg reaches its descendants without a pid namespace
+        os.dup2(stdin_fd, 0)
+        os.dup2(stdout_fd, 1)
+        os.dup2(self.devnull, 2)
+        lo = 3
+        for fd in sorted(keep):
+            if fd > lo:
+                os.closerange(lo, fd)
+            lo = fd + 1
+        os.closerange(lo, 1 << 16)
+        os.chdir(cwd)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; the output cap must kill
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        cpu_s = max(1, int(cpu + 0.999))
+        mem = int(self.cfg["memory_mb"]) << 20
+        out = int(self.cfg["output_bytes"])
+        nproc = self._nproc_limit()
+        for res, val in (
+            (resource.RLIMIT_CPU, (cpu_s, cpu_s + 1)),
+            (resource.RLIMIT_AS, (mem, mem)),
+            (resource.RLIMIT_FSIZE, (out, out)),
+            (resource.RLIMIT_NOFILE, (int(self.cfg["nofile"]),) * 2),
+            (resource.RLIMIT_NPROC, (nproc, nproc)),
+            (resource.RLIMIT_CORE, (0, 0)),
+        ):
+            resource.setrlimit(res, val)
+        if self.layers["userns"]:
+            drop_capabilities()
+        if self.landlock_abi >= 6:
+            landlock_restrict(
+                self.landlock_abi, [], [], fs=False, scope=LL_SCOPE_SIGNAL | LL_SCOPE_ABSTRACT_UNIX
+            )
+        if self.bpf:
+            load_seccomp(self.bpf)
+        sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+
+    def _prefork(self) -> None:
+        """Fork a spare child and take it through every isolation step; it then waits for a program."""
+        self.counter += 1
+        cwd = os.path.join(self.scratch, f"c{self.counter}")
+        os.mkdir(cwd, 0o700)
+        stdin = os.memfd_create("stdin", os.MFD_CLOEXEC)
+        stdout = os.memfd_create("stdout", os.MFD_CLOEXEC)
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self._child_setup(cwd, stdin, stdout, (req_r, rep_w), SPARE_CPU_S)
+                self._child_main(req_r, rep_w)
+            finally:
+                os._exit(EXIT_INTERNAL)
+        os.close(req_r)
+        os.close(rep_w)
+        self.spare = _Child(pid, cwd, req_w, rep_r, stdin, stdout)
+
+    def _take(self) -> _Child:
+        if self.spare is None:
+            self._prefork()
+        child, self.spare = self.spare, None
+        return child
+
+    def _start(self, child: _Child, header: dict) -> bool:
+        """Send the program (header frame + marshal frame) to a waiting child."""
+        try:
+            send_frame(child.req, header)
+            send_bytes(child.req, self.blob)
+            return True
+        except OSError:
+            return False
+
+    def _child_main(self, req: int, rep: int) -> None:
+        """Child: wait for the program, lower the CPU limit to its budget, run it."""
+        header = recv_frame(req)
+        if not isinstance(header, dict):
+            os._exit(0)
+        code = marshal.loads(recv_bytes(req))  # produced by the worker's own compile()
+        cpu_s = max(1, int(float(header["cpu"]) + 0.999))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+        if header.get("mode") == "stdio":
+            os._exit(self._run_main(code) & 0xFF)
+        self._serve(code, header["entry"], req, rep)
+
+    @staticmethod
+    def _run_main(code: object) -> int:
+        """Child (stdio): run the program as ``__main__``; flush; return the exit code."""
+        rc = 0
+        g = {"__name__": "__main__", "__builtins__": __builtins__}
+        try:
+            exec(code, g)
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except MemoryError:
+            rc = EXIT_MEMORY
+        except BaseException:
+            rc = 1
+        try:
+            sys.stdout.flush()
+        except MemoryError:
+            rc = EXIT_MEMORY
+        except BaseException:
+            rc = rc or 1
+        return rc
+
+    def _kill_reap(self, child: _Child) -> int:
+        """SIGKILL the child (and its process group), reap it, sweep leftovers; return its wait status."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGKILL)
+        if not self.layers["pidns"]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+        try:
+            _, status = os.waitpid(child.pid, 0)
+        except ChildProcessError:
+            status = signal.SIGKILL
+        self._sweep()
+        return status
+
+    @staticmethod
+    def _release(child: _Child) -> None:
+        for fd in (child.req, child.rep, child.stdin, child.stdout):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(child.cwd, ignore_errors=True)
+
+    def _reap_spare(self) -> None:
+        if self.spare is not None:
+            spare, self.spare = self.spare, None
+            self._kill_reap(spare)
+            self._release(spare)
+
+    def _sweep(self) -> None:
+        """Kill and reap every remaining descendant (setsid escapees reparented to us, the subreaper)."""
+        if self.layers["pidns"]:
+            # we are pid 1: every leftover is in our namespace and kill(-1) reaches all but us
+            try:
+                os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
+            if self.spare is not None:  # killed too; its zombie is reaped below
+                spare, self.spare = self.spare, None
+                self._release(spare)
+            while True:
+                try:
+                    os.waitpid(-1, 0)
+                except ChildProcessError:
+                    return
+                except InterruptedError:
+                    continue
+        for _ in range(1000):
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid:
+                continue
+            me = os.getpid()
+            found = False
+            try:
+                for p in os.listdir("/proc"):
+                    if not p.isdigit():
+                        continue
+                    try:
+                        with open(f"/proc/{p}/stat", "rb") as fh:
+                            ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+                    except (OSError, ValueError, IndexError):
+                        continue
+                    if ppid == me:
+                        found = True
+                        with contextlib.suppress(OSError):
+                            os.kill(int(p), signal.SIGKILL)
+            except OSError:
+                pass
+            if not found:
+                time.sleep(0.001)
+            try:
+                os.waitpid(-1, 0 if found else os.WNOHANG)
+            except ChildProcessError:
+                return
+
+    @staticmethod
+    def _status(status: int) -> str:
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            if sig in (signal.SIGXCPU, signal.SIGKILL):
+                return "timeout"  # SIGKILL also comes from the CPU hard limit
+            if sig == signal.SIGXFSZ:
+                return "output_limit"
+            return "runtime_error"
+        code = os.WEXITSTATUS(status)
+        if code == 0:
+            return "exit_ok"
+        if code == EXIT_MEMORY:
+            return "memory"
+        return "runtime_error"
+
+    # -- stdio ------------------------------------------------------------------------------
+    def run_stdio(self, msg: dict) -> dict:
+        try:
+            code = compile(msg["program"], "<program>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
+            return {"status": "syntax_error"}
+        self.blob = marshal.dumps(code)
+        results: list[dict] = []
+        max_timeouts = int(msg.get("max_timeouts") or 0)
+        for text in msg["inputs"]:
+            if max_timeouts and sum(r["status"] == "timeout" for r in results) >= max_timeouts:
+                results.append({"status": "timeout", "stdout": "", "elapsed": 0.0})  # budget spent
+                continue
+            results.append(self._run_stdio_case(text, float(msg["timeout"])))
+        return {"status": "done", "results": results}
+
+    def _run_stdio_case(self, text: str, timeout: float) -> dict:
+        child = self._take()
+        data = text.encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(child.stdin, view) :]
+        os.lseek(child.stdin, 0, os.SEEK_SET)  # shared offset: the child reads from the start
+        start = time.monotonic()
+        size, cap, out = 0, int(self.cfg["output_bytes"]), b""
+        try:
+            if not self._start(child, {"mode": "stdio", "cpu": timeout}):
+                self._kill_reap(child)
+                return {"status": "sandbox_error", "stdout": "", "elapsed": 0.0}
+            kind = self._wait(child.pid, start + timeout)
+            status = self._kill_reap(child)
+            if kind is None:
+                kind = self._status(status)
+            size = os.fstat(child.stdout).st_size
+            os.lseek(child.stdout, 0, os.SEEK_SET)
+            out = os.read(child.stdout, min(size, cap)) if size else b""
+        finally:
+            self._release(child)
+        if size >= cap and kind in ("exit_ok", "runtime_error"):
+            kind = "output_limit"
+        return {"status": kind, "stdout": out.decode("utf-8", "replace"), "elapsed": time.monotonic() - start}
+
+    def _wait(self, pid: int, deadline: float) -> str | None:
+        """Wait for the child to exit before ``deadline``; 'timeout' if it did not (caller kills it)."""
+        try:
+            pfd = os.pidfd_open(pid)
+        except OSError:
+            pfd = -1
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return "timeout"
+                if pfd >= 0:
+                    ready, _, _ = select.select([pfd], [], [], left)
+                    if ready:
+                        return None
+                else:
+                    wpid, _ = os.waitpid(pid, os.WNOHANG)
+                    if wpid:
+                        raise RuntimeError("unexpected reap")
+                    time.sleep(min(left, 0.002))
+        finally:
+            if pfd >= 0:
+                os.close(pfd)
+
+    # -- call -------------------------------------------------------------------------------
+    def end_child(self) -> dict | None:
+        child, self.child = self.child, None
+        if child is None:
+            return None
+        status = self._kill_reap(child)
+        self._release(child)
+        return {"status": self._status(status)}
+
+    def load(self, msg: dict) -> dict:
+        """Compile and start the program; then answer the prefetched ``calls`` in order (re-forking
+        the child after a crash or timeout); keep the child only if ``keep``. One round trip."""
+        self.end_child()
+        try:
+            code = compile(msg["program"], "<program>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
+            return {"status": "syntax_error"}
+        self.blob = marshal.dumps(code)
+        self.entry, self.cpu, self.load_timeout = msg["entry_point"], float(msg["cpu"]), float(msg["timeout"])
+        reply = self._spawn()
+        if reply.get("status") != "ready":
+            return reply
+        calls = msg.get("calls") or []
+        results: list[dict | None] = []
+        for payload in calls:
+            if payload is None:
+                results.append(None)
+                continue
+            if self.child is None:
+                again = self._spawn()
+                if again.get("status") != "ready":
+                    results.append(again)
+                    continue
+            results.append(self.call({"payload": payload, "timeout": msg["call_timeout"]}))
+        if calls:
+            reply = dict(reply, results=results)
+        if not msg.get("keep", True):
+            self.deferred.append(self.end_child)  # after the reply: the orchestrator need not wait
+        reply["alive"] = self.child is not None and bool(msg.get("keep", True))
+        return reply
+
+    def _spawn(self) -> dict:
+        self.child = self._take()
+        if not self._start(self.child, {"mode": "call", "entry": self.entry, "cpu": self.cpu}):
+            self.end_child()
+            return {"status": "sandbox_error", "detail": "child gone before the program arrived"}
+        return self._await_reply(self.load_timeout)
+
+    @staticmethod
+    def _serve(code: object, entry: str, req: int, rep: int) -> None:
+        """Child: run the program once, then answer calls of ``entry`` until the worker kills us."""
+        g = {"__name__": "__solution__", "__builtins__": __builtins__}
+        try:
+            exec(code, g)
+            fn = g.get(entry)
+            if not callable(fn):
+                send_frame(rep, {"status": "runtime_error", "detail": f"no function {entry!r}"})
+                return
+            send_frame(rep, {"status": "ready"})
+        except MemoryError:
+            send_frame(rep, {"status": "memory"})
+            return
+        except BaseException as exc:
+            send_frame(rep, {"status": "runtime_error", "detail": type(exc).__name__})
+            return
+        while True:
+            msg = recv_frame(req)
+            if msg is None:
+                return
+            try:
+                args, kwargs = msg
+                result = fn(*[decode_value(a) for a in args], **{k: decode_value(v) for k, v in kwargs})
+                try:
+                    payload = encode_value(result)
+                except (TypeError, ValueError, RecursionError):
+                    reply = {"status": "returned_unsupported", "detail": type(result).__name__}
+                else:
+                    reply = {"status": "returned", "value": payload}
+            except MemoryError:
+                reply = {"status": "memory"}
+            except RecursionError:
+                reply = {"status": "raised", "exc": "RecursionError"}
+            except BaseException as exc:
+                reply = {"status": "raised", "exc": type(exc).__name__}
+            try:
+                send_frame(rep, reply)
+            except MemoryError:
+                send_frame(rep, {"status": "memory"})
+
+    def _await_reply(self, timeout: float) -> dict:
+        """Read the child's next frame before the deadline; on death or timeout, kill it and say why."""
+        start = time.monotonic()
+        try:
+            reply = recv_frame(self.child.rep, start + timeout, limit=int(self.cfg["output_bytes"]))
+        except TimeoutError:
+            self.end_child()
+            return {"status": "timeout"}
+        except FrameTooLarge:
+            self.end_child()
+            return {"status": "output_limit"}
+        except (ValueError, UnicodeDecodeError):
+            self.end_child()
+            return {"status": "runtime_error", "detail": "malformed reply"}
+        if reply is None:
+            ended = self.end_child() or {"status": "runtime_error"}
+            if ended["status"] == "exit_ok":
+                ended["status"] = "runtime_error"
+            return ended
+        if not isinstance(reply, dict) or "status" not in reply:
+            self.end_child()
+            return {"status": "runtime_error", "detail": "malformed reply"}
+        if reply.get("status") not in ("ready", "returned", "raised", "returned_unsupported"):
+            self.end_child()
+        return reply
+
+    def call(self, msg: dict) -> dict:
+        if self.child is None:
+            return {"status": "sandbox_error", "detail": "no program loaded"}
+        try:
+            send_bytes(self.child.req, msg["payload"].encode())
+        except (BrokenPipeError, OSError):
+            ended = self.end_child() or {}
+            return {
+                "status": "runtime_error" if ended.get("status") in (None, "exit_ok") else ended["status"]
+            }
+        return self._await_reply(float(msg["timeout"]))
+
+    # -- loop -------------------------------------------------------------------------------
+    def loop(self) -> None:
+        inp, outp = 0, 1
+        send_frame(outp, {"status": "hello", "layers": self.layers, "notes": self.notes, "pid": os.getpid()})
+        while True:
+            msg = recv_frame(inp)
+            if msg is None or msg.get("op") == "exit":
+                break
+            op = msg["op"]
+            if op == "stdio":
+                reply = self.run_stdio(msg)
+            elif op == "load":
+                reply = self.load(msg)
+            elif op == "call":
+                reply = self.call(msg)
+            elif op == "end":
+                self.deferred.append(self.end_child)
+                reply = {"status": "ended"}
+            else:
+                reply = {"status": "sandbox_error", "detail": f"unknown op {op!r}"}
+            send_frame(outp, reply)
+            while self.deferred:  # clean-up that need not delay the reply
+                self.deferred.pop(0)()
+            if self.use_spare and self.spare is None and self.child is None:
+                self._prefork()  # overlaps the next program's fork and isolation with the orchestrator
+        self.end_child()
+        self._reap_spare()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    w = Worker(cfg)
+    try:
+        w.setup()
+    except Exception as exc:
+        send_frame(1, {"status": "setup_failed", "detail": repr(exc)})
+        raise
+    w.loop()
+
+
+if __name__ == "__main__":
+    main()

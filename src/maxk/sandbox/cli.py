@@ -1,0 +1,267 @@
+"""``maxk score`` (samples Parquet -> scores Parquet) and ``maxk sandbox doctor``.
+
+Cheap to import: the scorer, pyarrow and tqdm are imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+SCORE_COLUMNS = ("problem_id", "sample_index", "reward", "passed", "total", "verdicts", "elapsed_s")
+#: config keys that are not scorer limits
+_CLI_ONLY = ("batch_size", "output_mb")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "score",
+        help="score generated programs in the sandbox (samples Parquet -> scores Parquet)",
+        description="Run every sample's program against its problem's tests in the sandbox and write "
+        "per-sample rewards and per-case verdicts, in input order.",
+    )
+    p.add_argument(
+        "--samples", required=True, help="samples Parquet (problem_id, sample_index, program, ...)"
+    )
+    p.add_argument("--problems", required=True, help="problem records (JSONL, .gz allowed)")
+    p.add_argument("--output", required=True, help="scores Parquet to write")
+    p.add_argument("--config-json", default="{}", help="the `sandbox` config section as JSON")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="cores available: the number of workers when sandbox.workers is null (default: all)",
+    )
+    p.add_argument("--shard", default="0/1", help="I/N: score only problems whose position %% N == I")
+    p.set_defaults(handler=_score)
+
+    sb = sub.add_parser("sandbox", help="sandbox utilities", description="Sandbox utilities.")
+    sbsub = sb.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND")
+    d = sbsub.add_parser(
+        "doctor",
+        help="print which isolation layers are active on this machine",
+        description="Start a worker with every layer requested, report what is active, "
+        "and check that a few attacks are stopped.",
+    )
+    d.add_argument("--config-json", default="{}", help="the `sandbox` config section as JSON")
+    d.set_defaults(handler=_doctor)
+    sb.set_defaults(handler=lambda args: sb.print_help() or 2)
+
+
+def limits_from_config(section: dict[str, Any], workers: int | None = None) -> dict[str, Any]:
+    """The ``sandbox`` config section -> keyword arguments of ``Scorer``."""
+    kw = {k: v for k, v in section.items() if k not in _CLI_ONLY and v is not None}
+    if section.get("output_mb") is not None:
+        kw["output_bytes"] = int(section["output_mb"] * (1 << 20))
+    if workers is not None:
+        kw["workers"] = workers
+    return kw
+
+
+def _parse_shard(text: str) -> tuple[int, int]:
+    from maxk.cli import UserError
+
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError as exc:
+        raise UserError(f"--shard must look like I/N, got {text!r}") from exc
+    if not (n >= 1 and 0 <= i < n):
+        raise UserError(f"--shard {text}: need 0 <= I < N")
+    return i, n
+
+
+def _load_problems(path: str) -> dict[str, dict[str, Any]]:
+    from maxk.cli import UserError
+    from maxk.io import read_jsonl
+
+    problems: dict[str, dict[str, Any]] = {}
+    try:
+        for lineno, row in read_jsonl(path):
+            pid = row.get("id")
+            tests = row.get("tests")
+            if not isinstance(pid, str):
+                raise UserError(f"{path}: line {lineno}: field 'id' missing or not a string")
+            if not isinstance(tests, dict) or tests.get("format") not in ("stdio", "call"):
+                raise UserError(f"{path}: row {pid}: field 'tests.format' must be 'stdio' or 'call'")
+            if not isinstance(tests.get("cases"), list):
+                raise UserError(f"{path}: row {pid}: field 'tests.cases' must be a list")
+            if tests["format"] == "call" and not isinstance(tests.get("entry_point"), str):
+                raise UserError(f"{path}: row {pid}: field 'tests.entry_point' must be a string")
+            problems[pid] = row
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: {exc}") from exc
+    return problems
+
+
+def _progress(total: int):
+    from tqdm import tqdm
+
+    disable = not sys.stderr.isatty() or bool(os.environ.get("CI"))
+    return tqdm(total=total, unit="prog", desc="score", file=sys.stderr, disable=disable, smoothing=0.1)
+
+
+def _score(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from maxk.cli import UserError
+    from maxk.io import atomic_path
+    from maxk.provenance import write_provenance
+    from maxk.sandbox import SandboxError, Scorer
+
+    section = json.loads(args.config_json)
+    shard_i, shard_n = _parse_shard(args.shard)
+    problems = _load_problems(args.problems)
+    try:
+        table = pq.read_table(args.samples, columns=["problem_id", "sample_index", "program"])
+    except (OSError, pa.ArrowInvalid, KeyError) as exc:
+        raise UserError(
+            f"{args.samples}: cannot read columns problem_id, sample_index, program ({exc})"
+        ) from exc
+    pids = table.column("problem_id").to_pylist()
+    idxs = table.column("sample_index").to_pylist()
+    programs = table.column("program").to_pylist()
+    order = {pid: k for k, pid in enumerate(problems)}
+    rows = []
+    for r, (pid, idx, prog) in enumerate(zip(pids, idxs, programs, strict=True)):
+        if pid not in problems:
+            raise UserError(
+                f"{args.samples}: row {r} (problem_id {pid!r}, sample {idx}): field 'problem_id' "
+                f"not found in {args.problems}"
+            )
+        if prog is not None and not isinstance(prog, str):
+            raise UserError(f"{args.samples}: row {r} (problem_id {pid!r}): field 'program' is not a string")
+        if order[pid] % shard_n == shard_i:
+            rows.append((pid, idx, prog))
+    batch = int(section.get("batch_size") or 512)
+    schema = pa.schema(
+        [
+            ("problem_id", pa.string()),
+            ("sample_index", pa.int64()),
+            ("reward", pa.float64()),
+            ("passed", pa.int64()),
+            ("total", pa.int64()),
+            ("verdicts", pa.list_(pa.string())),
+            ("elapsed_s", pa.float64()),
+        ]
+    )
+    try:
+        scorer = Scorer(**limits_from_config(section, section.get("workers") or args.threads))
+    except (SandboxError, TypeError, ValueError) as exc:
+        raise UserError(str(exc)) from exc
+    print(f"sandbox isolation: {scorer.level} {json.dumps(scorer.layers, sort_keys=True)}", file=sys.stderr)
+    bar = _progress(len(rows))
+    with scorer, atomic_path(args.output) as tmp, pq.ParquetWriter(tmp, schema) as writer:
+        for start in range(0, len(rows), batch):
+            chunk = rows[start : start + batch]
+            runnable = [(problems[pid], prog) for pid, _, prog in chunk if prog is not None]
+            scores = iter(scorer.score(runnable))
+            out: dict[str, list] = {c: [] for c in SCORE_COLUMNS}
+            for pid, idx, prog in chunk:
+                if prog is None:  # nothing could be extracted from the completion
+                    n = len(problems[pid]["tests"]["cases"])
+                    verdicts, passed, total, reward, elapsed = ["syntax_error"] * n, 0, n, 0.0, 0.0
+                else:
+                    s = next(scores)
+                    verdicts, passed, total, reward, elapsed = (
+                        list(s.verdicts),
+                        s.passed,
+                        s.total,
+                        s.reward,
+                        s.elapsed,
+                    )
+                for c, v in zip(
+                    SCORE_COLUMNS, (pid, idx, reward, passed, total, verdicts, elapsed), strict=True
+                ):
+                    out[c].append(v)
+            writer.write_table(pa.table(out, schema=schema))
+            bar.update(len(chunk))
+            if bar.format_dict.get("elapsed"):
+                bar.set_postfix(
+                    programs_s=f"{bar.n / bar.format_dict['elapsed']:.0f}", cache_hits=scorer.hits
+                )
+    bar.close()
+    write_provenance(
+        args.output,
+        config={"sandbox": section},
+        isolation={"level": scorer.level, "layers": scorer.layers},
+        shard=args.shard,
+        rows=len(rows),
+        cache_hits=scorer.hits,
+    )
+    print(f"scored {len(rows)} samples ({scorer.hits} cache hits) -> {args.output}", file=sys.stderr)
+    return 0
+
+
+DOCTOR_PROBES = {
+    "correct program scores 1": ("def f(x):\n    return x + 1\n", 1.0),
+    "network connect blocked": (
+        "import ctypes, struct\nlibc = ctypes.CDLL(None)\nfd = libc.socket(2, 1, 0)\n"
+        "addr = struct.pack('=H', 2) + struct.pack('>H', PORT) + bytes([127, 0, 0, 1]) + bytes(8)\n"
+        "ok = fd >= 0 and libc.connect(fd, addr, 16) == 0\n"
+        "def f(x):\n    return x + 1 if ok else None\n",
+        0.0,
+    ),
+    "write to /tmp blocked": (
+        "import os\ntry:\n    open('/tmp/maxk-doctor-probe', 'w').write('x')\n"
+        "    os.unlink('/tmp/maxk-doctor-probe')\n"
+        "    ok = True\nexcept OSError:\n    ok = False\ndef f(x):\n    return x + 1 if ok else None\n",
+        0.0,
+    ),
+    "fork limit enforced": (
+        "import posix, time\nn = 0\nfor _ in range(200):\n    try:\n        if posix.fork() == 0:\n"
+        "            time.sleep(30)\n    except OSError:\n        break\n    n += 1\n"
+        "def f(x):\n    return x + 1 if n >= 200 else None\n",
+        0.0,
+    ),
+}
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    import socket
+
+    from maxk.sandbox import LEVEL_ORDER, LEVELS, SandboxError, Scorer
+
+    section = json.loads(args.config_json)
+    kw = limits_from_config(section, 1)
+    want = (section.get("isolation") or {}).get("minimum", "portable")
+    kw["isolation"] = dict(kw.get("isolation") or {}, minimum="none", allow_below_minimum=True)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    try:
+        scorer = Scorer(**kw)
+    except SandboxError as exc:
+        print(f"sandbox: cannot start a worker: {exc}")
+        return 1
+    with scorer:
+        print(f"python {sys.version.split()[0]} uid {os.getuid()} kernel {os.uname().release}")
+        print(f"{'layer':<20} {'level':<9} active")
+        for level in LEVEL_ORDER[1:]:
+            for name in LEVELS[level]:
+                print(f"{name:<20} {level:<9} {scorer.layers.get(name)}")
+        for note in scorer.notes:
+            print(f"note: {note}")
+        problem = {
+            "id": "doctor/f",
+            "tests": {"format": "call", "entry_point": "f", "setup": "", "cases": ["assert f(1) == 2"]},
+        }
+        scores = scorer.score(
+            [(problem, prog.replace("PORT", str(port))) for prog, _ in DOCTOR_PROBES.values()]
+        )
+        listener.close()
+        healthy = True
+        for (name, (_, expected)), s in zip(DOCTOR_PROBES.items(), scores, strict=True):
+            good = s.reward == expected
+            healthy &= good
+            print(f"probe: {name:<28} {'yes' if good else 'NO'} ({', '.join(s.verdicts)})")
+        below = LEVEL_ORDER.index(scorer.level) < LEVEL_ORDER.index(want)
+        print(
+            f"isolation level: {scorer.level} (configured minimum: {want}"
+            f"{', BELOW MINIMUM' if below else ''})"
+        )
+    return 0 if healthy and not below else 1

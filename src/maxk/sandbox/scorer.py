@@ -1,0 +1,778 @@
+"""Trusted side of the sandbox: worker pool, per-case verdicts, cache.
+
+The orchestrator (this module, in the caller's process) holds problems, assertion code and expected
+outputs and decides every verdict. Untrusted programs run only in children of the worker processes
+(``_worker.py``), which are started with ``subprocess`` from an empty environment (the caller is
+never forked) and never receive expected outputs or assertion code:
+
+* ``call`` problems: the child runs the program once and then only answers calls. Each case (an
+  assert, or a loop of asserts) is executed here, in the trusted process, with the entry point bound
+  to a proxy that sends the arguments to the child and rebuilds the return value from strict tagged
+  data (``maxk.sandbox.protocol``). The assertion is evaluated on fresh builtin objects.
+* ``stdio`` problems: one child per case; its raw stdout comes back and is compared token-wise here.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import collections
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import queue
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from maxk.sandbox import protocol
+
+VERDICTS = (
+    "ok",
+    "wrong_answer",
+    "runtime_error",
+    "timeout",
+    "memory",
+    "output_limit",
+    "syntax_error",
+    "sandbox_error",
+)
+
+#: Isolation levels, each a superset of the previous one (see README.md for what each stops).
+LEVELS: dict[str, tuple[str, ...]] = {
+    "minimal": (
+        "rlimits",
+        "fresh_cwd",
+        "empty_env",
+        "closed_fds",
+        "process_group_kill",
+        "subreaper",
+        "non_dumpable",
+        "drop_uid",
+    ),
+    "portable": ("seccomp",),
+    "full": ("userns", "netns", "ipcns", "pidns", "landlock"),
+}
+LEVEL_ORDER = ("none", "minimal", "portable", "full")
+
+_WORKER_SCRIPT = str(Path(__file__).with_name("_worker.py"))
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot run as configured (e.g. isolation below the configured minimum)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Score:
+    """Result for one program: per-case verdicts in case order, reward = passed / total."""
+
+    passed: int
+    total: int
+    reward: float
+    verdicts: tuple[str, ...]
+    elapsed: float
+
+    @classmethod
+    def from_verdicts(cls, verdicts: Sequence[str], elapsed: float) -> Score:
+        passed = sum(v == "ok" for v in verdicts)
+        total = len(verdicts)
+        return cls(passed, total, passed / total if total else 0.0, tuple(verdicts), elapsed)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Per-case limits and pool settings (the ``sandbox`` config section, flattened)."""
+
+    timeout_s: float = 4.0
+    memory_mb: int = 2048
+    output_bytes: int = 8 << 20
+    nproc: int = 64
+    nofile: int = 64
+    float_rel_tol: float = 0.0
+    float_abs_tol: float = 0.0
+    workers: int | None = None
+    minimum: str = "portable"
+    allow_below_minimum: bool = False
+    userns: bool = True
+    pidns: bool = True
+    landlock: bool = True
+    seccomp: bool = True
+    drop_uid: bool = True
+    uid: int = 65534
+    preload: tuple[str, ...] = ()
+    cache_size: int = 200_000
+    max_timeouts: int = 0
+
+    @classmethod
+    def make(cls, **kwargs: Any) -> Limits:
+        """Build from keyword arguments or a config section (nested ``isolation`` dict accepted)."""
+        flat = dict(kwargs)
+        iso = flat.pop("isolation", None) or {}
+        layers = iso.get("layers", {})
+        for key in ("minimum", "allow_below_minimum"):
+            if key in iso:
+                flat[key] = iso[key]
+        for key in ("userns", "pidns", "landlock", "seccomp", "drop_uid"):
+            if key in layers:
+                flat[key] = layers[key]
+        if "uid" in iso:
+            flat["uid"] = iso["uid"]
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(flat) - names)
+        if unknown:
+            raise TypeError(f"unknown sandbox limits: {unknown}")
+        if "preload" in flat:
+            flat["preload"] = tuple(flat["preload"])
+        if flat.get("minimum", "portable") not in LEVEL_ORDER:
+            raise ValueError(f"isolation minimum must be one of {LEVEL_ORDER}")
+        return cls(**flat)
+
+    def worker_config(self) -> dict[str, Any]:
+        return {
+            "memory_mb": self.memory_mb,
+            "output_bytes": self.output_bytes,
+            "nproc": self.nproc,
+            "nofile": self.nofile,
+            "uid": self.uid,
+            "preload": list(self.preload),
+            "layers": {k: getattr(self, k) for k in ("userns", "pidns", "landlock", "seccomp", "drop_uid")},
+        }
+
+
+def isolation_level(layers: dict[str, Any]) -> str:
+    """Highest level whose layers (and those of every lower level) are all active."""
+    level = "none"
+    need: list[str] = []
+    for name in LEVEL_ORDER[1:]:
+        need += LEVELS[name]
+        if not all(layers.get(k) for k in need):
+            break
+        level = name
+    return level
+
+
+# ---------------------------------------------------------------------------------------------
+# worker handle
+
+
+def _frame(obj: Any) -> bytes:
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    return len(data).to_bytes(4, "big") + data
+
+
+class _Dead(Exception):
+    """The worker did not answer in time or died; it has been killed."""
+
+
+class _WorkerHandle:
+    """One worker process and its pipes. Used by a single thread."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.proc: subprocess.Popen | None = None
+        self.hello: dict[str, Any] = {}
+
+    def start(self) -> dict[str, Any]:
+        debug = bool(os.environ.get("MAXK_SANDBOX_DEBUG"))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", _WORKER_SCRIPT, json.dumps(self.limits.worker_config())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None if debug else subprocess.DEVNULL,
+            env={},
+            cwd="/",
+            close_fds=True,
+            start_new_session=True,
+        )
+        try:
+            hello = self._read(time.monotonic() + 60)
+        except _Dead as exc:
+            raise SandboxError("sandbox worker failed to start") from exc
+        if hello.get("status") != "hello":
+            self.kill()
+            raise SandboxError(f"sandbox worker failed to start: {hello.get('detail')}")
+        self.hello = hello
+        return hello
+
+    def _read(self, deadline: float) -> dict[str, Any]:
+        fd = self.proc.stdout.fileno()
+        buf = b""
+        need = 4
+        size = None
+        while len(buf) < need:
+            left = deadline - time.monotonic()
+            ready = select.select([fd], [], [], max(0.0, left))[0] if left > 0 else []
+            if not ready:
+                self.kill()
+                raise _Dead("no answer")
+            chunk = os.read(fd, max(need - len(buf), 65536) if size is None else need - len(buf))
+            if not chunk:
+                self.kill()
+                raise _Dead("worker died")
+            buf += chunk
+            if size is None and len(buf) >= 4:
+                size = int.from_bytes(buf[:4], "big")
+                need = 4 + size
+        return json.loads(buf[4:need])
+
+    def request(self, msg: dict[str, Any], guard: float) -> dict[str, Any]:
+        """Send ``msg`` and wait for the reply at most ``guard`` seconds (else kill and raise _Dead)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        try:
+            self.proc.stdin.write(_frame(msg))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            self.kill()
+            raise _Dead("worker gone") from exc
+        return self._read(time.monotonic() + guard)
+
+    def kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+        for f in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                f.close()
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.write(_frame({"op": "exit"}))
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+
+# ---------------------------------------------------------------------------------------------
+# call cases
+
+
+class _Abort(BaseException):
+    """Raised into trusted test code when the candidate failed in a way that ends the case.
+
+    A BaseException so that ``except Exception`` in test code does not swallow it; the proxy also
+    remembers it, so even a bare ``except:`` cannot turn it into a pass.
+    """
+
+    def __init__(self, verdict: str, alive: bool) -> None:
+        super().__init__(verdict)
+        self.verdict = verdict
+        self.alive = alive
+
+
+_SPECIAL_ARGS = (UnicodeError,)
+
+
+def _rebuild_exception(name: str) -> BaseException:
+    """A fresh builtin exception of the candidate's exception class name (RuntimeError if unknown)."""
+    cls = getattr(builtins, name, None) if isinstance(name, str) else None
+    exc: BaseException
+    if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, _SPECIAL_ARGS):
+        try:
+            exc = cls(f"raised by the candidate ({name})")
+        except Exception:
+            exc = RuntimeError(name)
+    else:
+        exc = RuntimeError(f"raised by the candidate ({name!s:.100})")
+    exc._maxk_candidate = True  # type: ignore[attr-defined]
+    return exc
+
+
+def _encode_call(args: tuple, kwargs: dict) -> str:
+    return json.dumps(
+        [[protocol.encode(a) for a in args], [[k, protocol.encode(v)] for k, v in kwargs.items()]]
+    )
+
+
+class _Stop(BaseException):
+    """Raised by the recording proxy at the first call (prefetch phase)."""
+
+
+class _Recorder:
+    """Prefetch phase: records the encoded arguments of a case's first call, then stops the case."""
+
+    def __init__(self) -> None:
+        self.payload: str | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.payload is None:
+            try:
+                self.payload = _encode_call(args, kwargs)
+            except protocol.Unsupported:
+                self.payload = None
+        raise _Stop
+
+
+class _Session:
+    """The child of one program as seen from the trusted side: loaded lazily, reloaded after a crash."""
+
+    def __init__(
+        self, scorer: Scorer, handle: _WorkerHandle, prob: _CallProblem, program: str, alive: bool
+    ) -> None:
+        self.scorer, self.handle, self.prob, self.program = scorer, handle, prob, program
+        self.alive = alive
+
+    def call(self, payload: str, left: float) -> dict[str, Any]:
+        if not self.alive:
+            state = self.scorer._load(self.handle, self.prob, self.program)
+            if state != "ready":
+                return {"status": state if state != "syntax_error" else "sandbox_error"}
+            self.alive = True
+        try:
+            reply = self.handle.request({"op": "call", "payload": payload, "timeout": left}, guard=left + 10)
+        except _Dead:
+            self.alive = False
+            return {"status": "sandbox_error"}
+        if reply.get("status") not in ("returned", "raised", "returned_unsupported"):
+            self.alive = False
+        return reply
+
+
+class _Candidate:
+    """Stands in for the entry point inside trusted test code.
+
+    A call whose encoded arguments equal the prefetched ones gets the prefetched reply; any other
+    call goes live to the child through the session. Replies are rebuilt from strict tagged data.
+    """
+
+    def __init__(self, session: _Session, deadline: float, prefetched: tuple[str, dict] | None) -> None:
+        self.session = session
+        self.deadline = deadline
+        self.prefetched = prefetched
+        self.abort: _Abort | None = None
+        self.calls = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.abort is not None:
+            raise self.abort
+        self.calls += 1
+        try:
+            payload = _encode_call(args, kwargs)
+        except protocol.Unsupported as exc:
+            self._fail("sandbox_error")
+            raise AssertionError("unreachable") from exc
+        if self.prefetched is not None and self.prefetched[0] == payload:
+            reply, self.prefetched = self.prefetched[1], None
+        else:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                self._fail("timeout")
+            reply = self.session.call(payload, left)
+        status = reply.get("status")
+        if status == "returned":
+            try:
+                return protocol.decode(reply.get("value"))
+            except (protocol.Malformed, RecursionError):
+                self._fail("wrong_answer")
+        if status == "returned_unsupported":
+            self._fail("wrong_answer")
+        if status == "raised":
+            raise _rebuild_exception(reply.get("exc", ""))
+        self._fail(
+            status if status in ("timeout", "memory", "output_limit", "runtime_error") else "sandbox_error"
+        )
+        return None  # unreachable
+
+    def _fail(self, verdict: str) -> None:
+        self.abort = _Abort(verdict, alive=False)
+        raise self.abort
+
+
+def _single_call_assert(src: str, entry: str) -> bool:
+    """True when a case is one ``assert`` with exactly one call of the entry point and no loops,
+    lambdas or comprehensions: it calls the candidate at most once, so its call can be prefetched."""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return False
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
+        return False
+    names = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in (entry, "candidate")]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.func in names]
+    scoped = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr)
+    return len(names) == 1 and len(calls) == 1 and not any(isinstance(n, scoped) for n in ast.walk(tree))
+
+
+@dataclasses.dataclass
+class _CallProblem:
+    entry_point: str
+    base: dict[str, Any]
+    codes: list[Any]
+    timeout: float
+    single: list[bool] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _StdioProblem:
+    inputs: list[str]
+    outputs: list[str]
+    timeout: float
+
+
+_LOAD_FAIL = {"runtime_error", "timeout", "memory", "output_limit", "sandbox_error"}
+
+
+def _map_status(status: Any) -> str:
+    return status if status in _LOAD_FAIL else "sandbox_error"
+
+
+# ---------------------------------------------------------------------------------------------
+# stdio comparison
+
+
+def _float_equal(a: str, b: str, rel: float, abs_: float) -> bool:
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    if x != x or y != y:
+        return False
+    return abs(x - y) <= max(abs_, rel * max(abs(x), abs(y)))
+
+
+def outputs_match(got: str, expected: str, rel_tol: float = 0.0, abs_tol: float = 0.0) -> bool:
+    """Token-wise comparison ignoring whitespace layout; numeric tokens within tolerance if set."""
+    a, b = got.split(), expected.split()
+    if a == b:
+        return True
+    if len(a) != len(b) or not (rel_tol or abs_tol):
+        return False
+    return all(x == y or _float_equal(x, y, rel_tol, abs_tol) for x, y in zip(a, b, strict=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# the pool
+
+
+def problem_key(problem: dict[str, Any]) -> str:
+    """Identity of a problem for the cache: its id plus a hash of its tests and time limit."""
+    blob = json.dumps([problem.get("tests"), problem.get("time_limit")], sort_keys=True, default=str)
+    return f"{problem.get('id')}:{hashlib.sha256(blob.encode()).hexdigest()[:24]}"
+
+
+class _Job:
+    __slots__ = ("done", "key", "problem", "program", "result")
+
+    def __init__(self, key: tuple[str, str], problem: dict[str, Any], program: str) -> None:
+        self.key, self.problem, self.program = key, problem, program
+        self.result: Score | None = None
+        self.done = threading.Event()
+
+
+class Scorer:
+    """A long-lived pool of sandbox workers. Use as a context manager; ``score(pairs)`` is thread-safe.
+
+    ``Scorer(timeout_s=4, memory_mb=2048, workers=2, minimum="portable", ...)`` (see ``Limits``).
+    Start it before CUDA is initialised if possible; workers are fresh interpreters either way.
+    """
+
+    def __init__(self, **limits: Any) -> None:
+        self.limits = Limits.make(**limits)
+        n = self.limits.workers or os.cpu_count() or 1
+        self.queue: queue.Queue[_Job | None] = queue.Queue()
+        self.cache: collections.OrderedDict[tuple[str, str], Score] = collections.OrderedDict()
+        self.cache_lock = threading.Lock()
+        self.problems: dict[str, Any] = {}
+        self.problems_lock = threading.Lock()
+        self.hits = 0
+        self.handles = [_WorkerHandle(self.limits) for _ in range(n)]
+        self.threads: list[threading.Thread] = []
+        started: list[Any] = [None] * n
+        ready = threading.Barrier(n + 1)
+        for i, handle in enumerate(self.handles):
+            t = threading.Thread(
+                target=self._run, args=(handle, i, started, ready), daemon=True, name=f"maxk-sandbox-{i}"
+            )
+            t.start()
+            self.threads.append(t)
+        ready.wait()
+        self._finalizer = weakref.finalize(self, Scorer._shutdown, self.queue, self.threads)
+        errors = [s for s in started if isinstance(s, BaseException)]
+        if errors:
+            self.close()
+            raise SandboxError(f"could not start sandbox workers: {errors[0]}") from errors[0]
+        self.layers: dict[str, Any] = started[0]["layers"]
+        self.notes: list[str] = started[0].get("notes", [])
+        self.level = isolation_level(self.layers)
+        want = self.limits.minimum
+        if LEVEL_ORDER.index(self.level) < LEVEL_ORDER.index(want) and not self.limits.allow_below_minimum:
+            self.close()
+            missing = [
+                k
+                for lvl in LEVEL_ORDER[1 : LEVEL_ORDER.index(want) + 1]
+                for k in LEVELS[lvl]
+                if not self.layers.get(k)
+            ]
+            raise SandboxError(
+                f"sandbox isolation is {self.level!r}, below the configured minimum {want!r} "
+                f"(missing: {', '.join(missing)}; {'; '.join(self.notes) or 'no details'}). "
+                "Run `maxk sandbox doctor`, or set sandbox.isolation.allow_below_minimum: true to opt out."
+            )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def __enter__(self) -> Scorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop every worker (and with them every child); idempotent."""
+        self._finalizer()
+
+    @staticmethod
+    def _shutdown(q: queue.Queue, threads: list[threading.Thread]) -> None:
+        for _ in threads:
+            q.put(None)
+        for t in threads:
+            t.join(timeout=30)
+
+    def _run(self, handle: _WorkerHandle, index: int, started: list[Any], ready: threading.Barrier) -> None:
+        try:
+            started[index] = handle.start()
+        except BaseException as exc:
+            started[index] = exc
+        ready.wait()
+        if isinstance(started[index], BaseException):
+            return
+        try:
+            while True:
+                job = self.queue.get()
+                if job is None:
+                    break
+                t0 = time.monotonic()
+                try:
+                    verdicts = self._score_one(handle, job.problem, job.program)
+                except SandboxError:
+                    raise
+                except Exception:
+                    handle.kill()
+                    verdicts = ["sandbox_error"] * _num_cases(job.problem)
+                job.result = Score.from_verdicts(verdicts, time.monotonic() - t0)
+                job.done.set()
+        finally:
+            handle.close()
+
+    # -- scoring ------------------------------------------------------------------------------
+    def score(self, pairs: Iterable[tuple[dict[str, Any], str]]) -> list[Score]:
+        """Score (problem, program) pairs; results in input order. Identical pairs run once."""
+        pairs = list(pairs)
+        keys_by_obj: dict[int, str] = {}
+        out: list[Score | None] = [None] * len(pairs)
+        pending: dict[tuple[str, str], _Job] = {}
+        order: list[tuple[int, _Job]] = []
+        for i, (problem, program) in enumerate(pairs):
+            pk = keys_by_obj.get(id(problem))
+            if pk is None:
+                pk = keys_by_obj[id(problem)] = problem_key(problem)
+            key = (pk, program)
+            with self.cache_lock:
+                hit = self.cache.get(key)
+                if hit is not None:
+                    self.cache.move_to_end(key)
+                    self.hits += 1
+            if hit is not None:
+                out[i] = hit
+                continue
+            job = pending.get(key)
+            if job is None:
+                job = pending[key] = _Job(key, problem, program)
+                self.queue.put(job)
+            else:
+                self.hits += 1
+            order.append((i, job))
+        for i, job in order:
+            job.done.wait()
+            out[i] = job.result
+        with self.cache_lock:
+            for job in pending.values():
+                self.cache[job.key] = job.result
+            while len(self.cache) > self.limits.cache_size:
+                self.cache.popitem(last=False)
+        return out  # type: ignore[return-value]
+
+    def _prepare(self, problem: dict[str, Any]) -> _CallProblem | _StdioProblem:
+        key = problem_key(problem)
+        with self.problems_lock:
+            prepared = self.problems.get(key)
+            if prepared is not None:
+                return prepared
+            tests = problem.get("tests") or {}
+            timeout = float(problem.get("time_limit") or self.limits.timeout_s)
+            if tests.get("format") == "stdio":
+                cases = tests.get("cases") or []
+                prepared = _StdioProblem([c["input"] for c in cases], [c["output"] for c in cases], timeout)
+            elif tests.get("format") == "call":
+                base: dict[str, Any] = {"__name__": "__maxk_tests__"}
+                setup = tests.get("setup") or ""
+                exec(compile(setup, f"<setup {problem.get('id')}>", "exec"), base)  # trusted dataset code
+                sources = tests.get("cases") or []
+                codes = [compile(c, f"<case {problem.get('id')}#{j}>", "exec") for j, c in enumerate(sources)]
+                single = [_single_call_assert(c, tests["entry_point"]) for c in sources]
+                prepared = _CallProblem(tests["entry_point"], base, codes, timeout, single)
+            else:
+                raise SandboxError(
+                    f"problem {problem.get('id')!r}: unknown tests.format {tests.get('format')!r}"
+                )
+            if len(self.problems) > 10_000:
+                self.problems.clear()
+            self.problems[key] = prepared
+            return prepared
+
+    def _score_one(self, handle: _WorkerHandle, problem: dict[str, Any], program: str) -> list[str]:
+        prepared = self._prepare(problem)
+        if isinstance(prepared, _StdioProblem):
+            return self._score_stdio(handle, prepared, program)
+        return self._score_call(handle, prepared, program)
+
+    def _score_stdio(self, handle: _WorkerHandle, prob: _StdioProblem, program: str) -> list[str]:
+        n = len(prob.inputs)
+        if n == 0:
+            return []
+        msg = {
+            "op": "stdio",
+            "program": program,
+            "inputs": prob.inputs,
+            "timeout": prob.timeout,
+            "max_timeouts": self.limits.max_timeouts,
+        }
+        try:
+            reply = handle.request(msg, guard=n * (prob.timeout + 1) + 10)
+        except _Dead:
+            return ["sandbox_error"] * n
+        if reply.get("status") == "syntax_error":
+            return ["syntax_error"] * n
+        results = reply.get("results")
+        if reply.get("status") != "done" or not isinstance(results, list) or len(results) != n:
+            return ["sandbox_error"] * n
+        verdicts = []
+        for res, expected in zip(results, prob.outputs, strict=True):
+            status = res.get("status")
+            if status == "exit_ok":
+                ok = outputs_match(
+                    str(res.get("stdout", "")), expected, self.limits.float_rel_tol, self.limits.float_abs_tol
+                )
+                verdicts.append("ok" if ok else "wrong_answer")
+            else:
+                verdicts.append(_map_status(status))
+        return verdicts
+
+    def _load(self, handle: _WorkerHandle, prob: _CallProblem, program: str) -> str:
+        reply = self._load_request(handle, prob, program, None, keep=True)
+        status = reply.get("status")
+        return status if status in ("ready", "syntax_error") else _map_status(status)
+
+    def _load_request(
+        self,
+        handle: _WorkerHandle,
+        prob: _CallProblem,
+        program: str,
+        calls: list[str | None] | None,
+        keep: bool,
+    ) -> dict[str, Any]:
+        msg = {
+            "op": "load",
+            "program": program,
+            "entry_point": prob.entry_point,
+            "timeout": prob.timeout,
+            "cpu": prob.timeout * (len(prob.codes) + 1),
+            "calls": calls,
+            "call_timeout": prob.timeout,
+            "keep": keep,
+        }
+        n_calls = sum(c is not None for c in calls or [])
+        try:
+            return handle.request(msg, guard=(prob.timeout + 1) * (1 + 2 * n_calls) + 10)
+        except _Dead:
+            return {"status": "sandbox_error"}
+
+    @staticmethod
+    def _first_call(prob: _CallProblem, code: Any) -> str | None:
+        """Run a single-call case in the trusted process up to its call; return the encoded arguments."""
+        recorder = _Recorder()
+        ns = dict(prob.base)
+        ns[prob.entry_point] = ns["candidate"] = recorder
+        # _Stop at the call, or the case failed before calling (then it simply runs live later)
+        with contextlib.suppress(Exception, _Stop):
+            exec(code, ns)
+        return recorder.payload
+
+    def _score_call(self, handle: _WorkerHandle, prob: _CallProblem, program: str) -> list[str]:
+        n = len(prob.codes)
+        if n == 0:
+            return []
+        # Phase 1: the first call of every single-call assert travels with the load (one round trip).
+        calls = [
+            self._first_call(prob, c) if one else None for c, one in zip(prob.codes, prob.single, strict=True)
+        ]
+        keep = not all(prob.single)
+        reply = self._load_request(handle, prob, program, calls, keep)
+        status = reply.get("status")
+        if status != "ready":
+            return [status if status == "syntax_error" else _map_status(status)] * n
+        results = reply.get("results") or [None] * n
+        if not isinstance(results, list) or len(results) != n:
+            return ["sandbox_error"] * n
+        # Phase 2: every case runs in full here; prefetched replies answer matching calls.
+        session = _Session(self, handle, prob, program, alive=bool(reply.get("alive")))
+        verdicts: list[str] = []
+        for code, payload, result in zip(prob.codes, calls, results, strict=True):
+            if self.limits.max_timeouts and verdicts.count("timeout") >= self.limits.max_timeouts:
+                verdicts += ["timeout"] * (n - len(verdicts))  # budget spent: the rest is not run
+                break
+            pre = (payload, result) if payload is not None and isinstance(result, dict) else None
+            verdicts.append(self._run_case(session, prob, code, pre))
+        if session.alive:
+            with contextlib.suppress(_Dead):
+                handle.request({"op": "end"}, guard=10)
+        return verdicts
+
+    @staticmethod
+    def _run_case(session: _Session, prob: _CallProblem, code: Any, pre: tuple[str, dict] | None) -> str:
+        proxy = _Candidate(session, time.monotonic() + prob.timeout, pre)
+        ns = dict(prob.base)
+        ns[prob.entry_point] = ns["candidate"] = proxy
+        verdict = "ok"
+        try:
+            exec(code, ns)  # trusted assertion code; only `proxy` touches the sandbox
+        except _Abort:
+            pass
+        except BaseException as exc:  # any failure of the assertion is a failed case
+            ctx = exc.__context__
+            from_candidate = getattr(exc, "_maxk_candidate", False) or getattr(ctx, "_maxk_candidate", False)
+            verdict = "runtime_error" if from_candidate else "wrong_answer"
+        if proxy.abort is not None:  # sticky: a swallowed abort still fails the case
+            return proxy.abort.verdict
+        return verdict
+
+
+def _num_cases(problem: dict[str, Any]) -> int:
+    return len((problem.get("tests") or {}).get("cases") or [])
+
+
+def score_programs(problem: dict[str, Any], programs: Sequence[str], **limits: Any) -> list[Score]:
+    """Score ``programs`` against one problem with a short-lived pool (use ``Scorer`` for many calls)."""
+    programs = list(programs)
+    if not programs:
+        return []
+    limits.setdefault("workers", max(1, min(len(set(programs)), os.cpu_count() or 1)))
+    with Scorer(**limits) as scorer:
+        return scorer.score([(problem, p) for p in programs])

@@ -1,0 +1,223 @@
+"""Unit tests: strict protocol, stdio comparison, cache, `maxk score` CLI contract."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from maxk.cli import main
+from maxk.io import write_jsonl
+from maxk.sandbox import Score, Scorer, outputs_match, score_programs
+from maxk.sandbox import protocol as P
+
+ADD = {
+    "id": "u/add",
+    "source": "u",
+    "prompt": "",
+    "difficulty": None,
+    "tests": {
+        "format": "call",
+        "entry_point": "add",
+        "setup": "",
+        "cases": ["assert add(1, 2) == 3", "assert add(2, 2) == 4"],
+    },
+}
+ECHO = {
+    "id": "u/echo",
+    "source": "u",
+    "prompt": "",
+    "difficulty": None,
+    "tests": {
+        "format": "stdio",
+        "cases": [{"input": "1.5\n", "output": "3.0\n"}, {"input": "2\n", "output": "4"}],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        0,
+        -(10**40),
+        1.5,
+        float("inf"),
+        "é",
+        b"\x00",
+        [1, (2, 3)],
+        {1: {"a": {3}}},
+        frozenset({1}),
+        1 + 2j,
+    ],
+)
+def test_protocol_roundtrip(value):
+    back = P.decode(json.loads(json.dumps(P.encode(value))))
+    assert back == value and type(back) is type(value)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["I", 3],
+        ["B", 1],
+        ["F", "zz"],
+        ["L", {}],
+        ["X"],
+        "S",
+        ["E", [["L", []]]],
+        ["D", [[["L", []], ["N"]]]],
+        ["N", 1],
+        [["S", "x"]],
+        ["I", "1" * 200_001],
+    ],
+)
+def test_protocol_rejects_malformed(bad):
+    with pytest.raises(P.Malformed):
+        P.decode(bad)
+
+
+def test_protocol_rejects_subclasses():
+    class F(float):
+        pass
+
+    with pytest.raises(P.Unsupported):
+        P.encode(F(1.0))
+
+
+def test_outputs_match():
+    assert outputs_match("1 2\n3\n", "1  2 3")
+    assert not outputs_match("1 2", "1 2 3")
+    assert not outputs_match("3.0000001", "3.0")
+    assert outputs_match("3.0000001", "3.0", rel_tol=1e-6)
+    assert not outputs_match("nan", "1.0", abs_tol=1e9)
+
+
+def test_score_programs_contract_and_cache():
+    progs = ["def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a * b\n", "def add(:\n"]
+    scores = score_programs(ADD, progs + progs[:1], workers=1)
+    assert [s.verdicts for s in scores] == [
+        ("ok", "ok"),
+        ("wrong_answer", "ok"),
+        ("syntax_error",) * 2,
+        ("ok", "ok"),
+    ]
+    assert (
+        isinstance(scores[0], Score)
+        and scores[1].reward == 0.5
+        and scores[1].passed == 1
+        and scores[1].total == 2
+    )
+    with Scorer(workers=1) as scorer:
+        scorer.score([(ADD, progs[0])] * 3)
+        assert scorer.hits == 2
+        scorer.score([(ADD, progs[0])])
+        assert scorer.hits == 3
+
+
+def test_float_tolerance_and_exceptions():
+    prog = "x = float(input())\nprint(x * 2 + 1e-9)\n"
+    assert score_programs(ECHO, [prog], workers=1)[0].verdicts == ("wrong_answer", "wrong_answer")
+    assert score_programs(ECHO, [prog], workers=1, float_abs_tol=1e-6)[0].verdicts == ("ok", "ok")
+    raises = dict(
+        ADD,
+        tests=dict(
+            ADD["tests"],
+            cases=[
+                "try:\n    add(-1, 0)\nexcept ValueError:\n    pass\nelse:\n    assert False",
+                "assert add(1, 2) == 3",
+            ],
+        ),
+    )
+    prog = "def add(a, b):\n    if a < 0:\n        raise ValueError\n    return a + b\n"
+    assert score_programs(raises, [prog, "def add(a, b):\n    raise KeyError\n"], workers=1)[0].verdicts == (
+        "ok",
+        "ok",
+    )
+    assert score_programs(raises, ["def add(a, b):\n    raise KeyError\n"], workers=1)[0].verdicts == (
+        "runtime_error",
+        "runtime_error",
+    )
+
+
+def test_cli_score_roundtrip(tmp_path, capsys):
+    problems = tmp_path / "d.jsonl.gz"
+    write_jsonl(problems, [ADD, ECHO])
+    samples = tmp_path / "s.parquet"
+    rows = {
+        "problem_id": ["u/echo", "u/add", "u/add", "u/add"],
+        "sample_index": [0, 0, 1, 2],
+        "program": [
+            "print(float(input()) * 2)",
+            "def add(a, b):\n    return a + b\n",
+            None,
+            "def add(a, b):\n    return a + b\n",
+        ],
+    }
+    pq.write_table(pa.table(rows), samples)
+    out = tmp_path / "scores.parquet"
+    rc = main(
+        [
+            "score",
+            "--samples",
+            str(samples),
+            "--problems",
+            str(problems),
+            "--output",
+            str(out),
+            "--config-json",
+            json.dumps({"timeout_s": 2, "isolation": {"minimum": "minimal"}}),
+            "--threads",
+            "1",
+        ]
+    )
+    assert rc == 0
+    table = pq.read_table(out).to_pydict()
+    assert list(table) == ["problem_id", "sample_index", "reward", "passed", "total", "verdicts", "elapsed_s"]
+    assert table["problem_id"] == rows["problem_id"] and table["sample_index"] == [0, 0, 1, 2]
+    assert table["reward"] == [0.5, 1.0, 0.0, 1.0]  # "4.0" != "4" without a float tolerance
+    assert table["verdicts"][2] == ["syntax_error", "syntax_error"]
+    assert (tmp_path / "scores.parquet.provenance.json").exists()
+    # shard 1/2 keeps only the second problem (u/echo is problem 1 in file order -> shard 1)
+    rc = main(
+        [
+            "score",
+            "--samples",
+            str(samples),
+            "--problems",
+            str(problems),
+            "--output",
+            str(out),
+            "--shard",
+            "1/2",
+            "--threads",
+            "1",
+        ]
+    )
+    assert rc == 0 and pq.read_table(out).column("problem_id").to_pylist() == ["u/echo"]
+
+
+def test_cli_score_unknown_problem_names_file_row_field(tmp_path, capsys):
+    problems = tmp_path / "d.jsonl.gz"
+    write_jsonl(problems, [ADD])
+    samples = tmp_path / "s.parquet"
+    pq.write_table(
+        pa.table({"problem_id": ["u/add", "u/nope"], "sample_index": [0, 1], "program": ["", ""]}), samples
+    )
+    rc = main(
+        [
+            "score",
+            "--samples",
+            str(samples),
+            "--problems",
+            str(problems),
+            "--output",
+            str(tmp_path / "o.parquet"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 1 and "s.parquet" in err and "row 1" in err and "problem_id" in err
+    assert not (tmp_path / "o.parquet").exists()
