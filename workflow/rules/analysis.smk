@@ -32,10 +32,9 @@ rule analysis_metrics:
         f"{BENCH}/analysis/metrics/{{model}}/{{dataset}}.tsv"
     conda:
         "../../envs/report.yaml"
-    threads: rule_resources("analysis_metrics").get("threads", 1)
+    threads: threads_of("analysis_metrics")
     resources:
-        mem_mb=rule_resources("analysis_metrics").get("mem_mb", 2000),
-        runtime=rule_resources("analysis_metrics").get("runtime", 30),
+        **resources_of("analysis_metrics"),
     params:
         cfg=ANALYSIS_METRICS_JSON,
     shell:
@@ -70,10 +69,9 @@ rule analysis_table:
         f"{BENCH}/analysis/tables/{{table}}.tsv"
     conda:
         "../../envs/report.yaml"
-    threads: rule_resources("analysis_table").get("threads", 1)
+    threads: threads_of("analysis_table")
     resources:
-        mem_mb=rule_resources("analysis_table").get("mem_mb", 2000),
-        runtime=rule_resources("analysis_table").get("runtime", 30),
+        **resources_of("analysis_table"),
     params:
         cfg=ANALYSIS_JSON,
         seed=config["seed"],
@@ -100,10 +98,9 @@ rule analysis_stats:
         f"{BENCH}/analysis/stats.tsv"
     conda:
         "../../envs/report.yaml"
-    threads: rule_resources("analysis_stats").get("threads", 1)
+    threads: threads_of("analysis_stats")
     resources:
-        mem_mb=rule_resources("analysis_stats").get("mem_mb", 2000),
-        runtime=rule_resources("analysis_stats").get("runtime", 30),
+        **resources_of("analysis_stats"),
     params:
         cfg=ANALYSIS_JSON,
         seed=config["seed"],
@@ -137,10 +134,9 @@ rule analysis_figure_passk:
         f"{BENCH}/analysis/figures/passk_curve.tsv"
     conda:
         "../../envs/report.yaml"
-    threads: rule_resources("analysis_figure").get("threads", 1)
+    threads: threads_of("analysis_figure")
     resources:
-        mem_mb=rule_resources("analysis_figure").get("mem_mb", 2000),
-        runtime=rule_resources("analysis_figure").get("runtime", 30),
+        **resources_of("analysis_figure"),
     params:
         cfg=ANALYSIS_JSON,
         seed=config["seed"],
@@ -172,10 +168,9 @@ rule analysis_figure_entropy:
         f"{BENCH}/analysis/figures/entropy.tsv"
     conda:
         "../../envs/report.yaml"
-    threads: rule_resources("analysis_figure").get("threads", 1)
+    threads: threads_of("analysis_figure")
     resources:
-        mem_mb=rule_resources("analysis_figure").get("mem_mb", 2000),
-        runtime=rule_resources("analysis_figure").get("runtime", 30),
+        **resources_of("analysis_figure"),
     params:
         cfg=ANALYSIS_JSON,
         seed=config["seed"],
@@ -205,10 +200,9 @@ rule analysis_figure_maxk:
         f"{BENCH}/analysis/figures/maxk_{{dataset}}.tsv"
     conda:
         "../../envs/report.yaml"
-    threads: rule_resources("analysis_figure").get("threads", 1)
+    threads: threads_of("analysis_figure")
     resources:
-        mem_mb=rule_resources("analysis_figure").get("mem_mb", 2000),
-        runtime=rule_resources("analysis_figure").get("runtime", 30),
+        **resources_of("analysis_figure"),
     params:
         cfg=ANALYSIS_JSON,
         seed=config["seed"],
@@ -246,10 +240,9 @@ rule analysis_lab:
         f"{BENCH}/analysis/lab.tsv"
     conda:
         "../../envs/report.yaml"
-    threads: rule_resources("analysis_lab").get("threads", 1)
+    threads: threads_of("analysis_lab")
     resources:
-        mem_mb=rule_resources("analysis_lab").get("mem_mb", 2000),
-        runtime=rule_resources("analysis_lab").get("runtime", 30),
+        **resources_of("analysis_lab"),
     params:
         cfg=config_json("analysis", "lab"),
         seed=config["seed"],

@@ -16,10 +16,9 @@ rule data_build:
         dataset="|".join(sorted(config["datasets"])),
     conda:
         "../../envs/report.yaml"
-    threads: rule_resources("data_build").get("threads", 1)
+    threads: threads_of("data_build")
     resources:
-        mem_mb=rule_resources("data_build").get("mem_mb", 2000),
-        runtime=rule_resources("data_build").get("runtime", 30),
+        **resources_of("data_build"),
     params:
         config=lambda wc: dataset_config_json(config, wc.dataset),
     shell:

@@ -37,9 +37,7 @@ rule generate_shard:
         "../../envs/generate.yaml"
     threads: GEN_RES["threads"]
     resources:
-        mem_mb=GEN_RES["mem_mb"],
-        runtime=GEN_RES["runtime"],
-        gpu=GEN_RES["gpu"],
+        **resources_of("generate_shard", GEN_RES),
     params:
         config=lambda wc: gen_rules.job_config_json(config),
         model_path=lambda wc: gen_rules.model_path(config, wc.model),
@@ -69,9 +67,8 @@ rule merge_samples:
         dataset=r"[A-Za-z0-9_.\-]+",
     conda:
         "../../envs/generate.yaml"
-    threads: rule_resources("merge_samples").get("threads", 1)
+    threads: threads_of("merge_samples")
     resources:
-        mem_mb=rule_resources("merge_samples").get("mem_mb", 2000),
-        runtime=rule_resources("merge_samples").get("runtime", 30),
+        **resources_of("merge_samples"),
     shell:
         "maxk generate merge --output {output.samples} {input.shards} > {log} 2>&1"

@@ -10,6 +10,9 @@ rule environment:
         f"{BENCH}/environment.tsv"
     conda:
         "../../envs/report.yaml"
+    threads: threads_of("environment")
+    resources:
+        **resources_of("environment"),
     params:
         config=lambda wildcards: json.dumps(config, sort_keys=True),
     shell:

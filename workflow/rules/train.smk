@@ -24,10 +24,9 @@ if BASE["build"]:
             f"{BENCH}/train/base_model.tsv"
         conda:
             "../../envs/train.yaml"
-        threads: rule_resources("base_model").get("threads", 1)
+        threads: threads_of("base_model")
         resources:
-            mem_mb=rule_resources("base_model").get("mem_mb", 2000),
-            runtime=rule_resources("base_model").get("runtime", 30),
+            **resources_of("base_model"),
         params:
             config=lambda wc: json.dumps(
                 {
@@ -56,11 +55,9 @@ rule train:
         run="|".join(sorted(config["runs"])),
     conda:
         "../../envs/train.yaml"
-    threads: rule_resources("train").get("threads", 1)
+    threads: threads_of("train")
     resources:
-        mem_mb=rule_resources("train").get("mem_mb", 2000),
-        runtime=rule_resources("train").get("runtime", 30),
-        gpu=rule_resources("train").get("gpu", 0),
+        **resources_of("train"),
     params:
         config=lambda wc: train_config_json(config, wc.run),
         model=lambda wc, input: input.model if BASE["build"] else BASE["path"],
