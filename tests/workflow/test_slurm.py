@@ -23,9 +23,8 @@ def run(
     args: list[str], extra_env: dict[str, str] | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess:
     bindir = str(Path(sys.executable).parent)
-    env = dict(
-        os.environ, PYTHONPATH=str(ROOT / "src"), PATH=f"{bindir}:{os.environ['PATH']}", **(extra_env or {})
-    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PATH=f"{bindir}:{os.environ['PATH']}")
+    env.update(extra_env or {})
     return subprocess.run(
         [sys.executable, "-m", "snakemake", *args],
         cwd=ROOT,
