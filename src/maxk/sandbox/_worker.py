@@ -166,7 +166,37 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
             return None
         chunks.append(chunk)
         n -= len(chunk)
-    return b"".join(chunks)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class FrameTooLarge(Exception):
+    pass
+
+
+def recv_frame(fd: int, deadline: float | None = None, limit: int = 1 << 30) -> object | None:
+    """One frame. Frames are strictly request/response, so a first large read usually gets it all."""
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise TimeoutError
+    first = os.read(fd, 65536)
+    if not first:
+        return None
+    if len(first) < 4:
+        rest = _read_exact(fd, 4 - len(first), deadline)
+        if rest is None:
+            return None
+        first += rest
+    (size,) = struct.unpack(">I", first[:4])
+    if size > limit:
+        raise FrameTooLarge
+    body = first[4 : 4 + size]  # bytes past the frame can only come from a misbehaving child: dropped
+    if len(body) < size:
+        rest = _read_exact(fd, size - len(body), deadline)
+        if rest is None:
+            return None
+        body += rest
+    return json.loads(body)
 
 
 def send_bytes(fd: int, data: bytes) -> None:
@@ -192,23 +222,6 @@ class _Child:
 
     def __init__(self, pid: int, cwd: str, req: int, rep: int, stdin: int, stdout: int) -> None:
         self.pid, self.cwd, self.req, self.rep, self.stdin, self.stdout = pid, cwd, req, rep, stdin, stdout
-
-
-class FrameTooLarge(Exception):
-    pass
-
-
-def recv_frame(fd: int, deadline: float | None = None, limit: int = 1 << 30) -> object | None:
-    head = _read_exact(fd, 4, deadline)
-    if head is None:
-        return None
-    (size,) = struct.unpack(">I", head)
-    if size > limit:
-        raise FrameTooLarge
-    body = _read_exact(fd, size, deadline)
-    if body is None:
-        return None
-    return json.loads(body)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -578,6 +591,7 @@ class Worker:
         self.counter = 0
         self.deferred: list = []
         self.blob = b""  # the current program, compiled once, as marshal bytes
+        self._nproc_at, self._nproc_cached = -1e9, 0
         self.entry, self.cpu, self.load_timeout = "", 1.0, 1.0
         self.bpf = b""
         self.landlock_abi = 0
@@ -703,12 +717,17 @@ class Worker:
         if self.layers["userns"]:
             return n
         # without a user namespace the count is per uid, machine-wide: our uid's tasks + margin
+        # (re-counted at most once a second: the scan costs a few ms)
+        now = time.monotonic()
+        if now - self._nproc_at < 1.0:
+            return self._nproc_cached
         try:
             tasks = sum(
                 1 for p in os.listdir("/proc") if p.isdigit() and os.stat(f"/proc/{p}").st_uid == os.getuid()
             )
         except OSError:
             tasks = 0
+        self._nproc_at, self._nproc_cached = now, tasks + n
         return tasks + n
 
     def _child_setup(
@@ -782,19 +801,20 @@ class Worker:
 
     def _start(self, child: _Child, header: dict) -> bool:
         """Send the program (header frame + marshal frame) to a waiting child."""
-        try:
-            send_frame(child.req, header)
-            send_bytes(child.req, self.blob)
+        try:  # one frame: JSON header, newline, marshal bytes (read exactly: nothing may be over-read)
+            send_bytes(child.req, json.dumps(header).encode() + b"\n" + self.blob)
             return True
         except OSError:
             return False
 
     def _child_main(self, req: int, rep: int) -> None:
         """Child: wait for the program, lower the CPU limit to its budget, run it."""
-        header = recv_frame(req)
-        if not isinstance(header, dict):
+        try:
+            head, blob = recv_bytes(req).split(b"\n", 1)
+        except (EOFError, ValueError):
             os._exit(0)
-        code = marshal.loads(recv_bytes(req))  # produced by the worker's own compile()
+        header = json.loads(head)
+        code = marshal.loads(blob)  # produced by the worker's own compile()
         cpu_s = max(1, int(float(header["cpu"]) + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
         if header.get("mode") == "stdio":
