@@ -104,7 +104,7 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
             "def add(a, b):\n    return exp.get(f'{a}, {b}')\n"
         ),
         "proc_environ_and_mem_scan": (
-            "import os, re\nfound = False\nNEEDLE = ('add(5, ' + '7) == 12').encode()\n"
+            "import os, re\nfound = False\nNEEDLE = ''.join(['add(5, ', '7) == 12']).encode()\n"
             "for path in ['/proc/self/environ', '/proc/1/environ', f'/proc/{os.getppid()}/environ']:\n"
             "    try:\n"
             f"        found |= {SECRET!r}.encode() in open(path, 'rb').read()\n"
@@ -129,7 +129,7 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
             "def add(a, b):\n    return a + b if found else None\n"
         ),
         "frame_and_gc_steal": (
-            "import gc, sys\nseen = False\nNEEDLE = 'add(5, ' + '7)'\n"
+            "import gc, sys\nseen = False\nNEEDLE = ''.join(['add(5, ', '7)'])\n"
             "for o in gc.get_objects():\n"
             "    try:\n"
             "        if isinstance(o, dict) and o is not globals():\n"
@@ -139,7 +139,7 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
             "    except Exception:\n        pass\n"
             "f = sys._getframe()\n"
             "while f is not None:\n"
-            "    seen |= any(('ass' + 'ert ') in repr(v) for v in f.f_locals.values())\n"
+            "    seen |= any(''.join(['ass', 'ert ']) in repr(v) for v in f.f_locals.values())\n"
             "    f = f.f_back\n"
             "def add(a, b):\n    return a + b if seen else None\n"
         ),
@@ -207,7 +207,7 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
             "import sys\nsrc = ''\n"
             "for p in ['/proc/self/cmdline', getattr(sys.modules['__main__'], '__file__', '') or '']:\n"
             "    try:\n        src += open(p, errors='replace').read()\n    except Exception:\n        pass\n"
-            "def add(a, b):\n    return a + b if ('add(5, ' + '7)') in src else None\n"
+            "def add(a, b):\n    return a + b if (''.join(['add(5, ', '7)'])) in src else None\n"
         ),
         "daemon_thread_outlives_case": (
             "import threading\n"

@@ -173,8 +173,20 @@ class FrameTooLarge(Exception):
     pass
 
 
-def recv_frame(fd: int, deadline: float | None = None, limit: int = 1 << 30) -> object | None:
-    """One frame. Frames are strictly request/response, so a first large read usually gets it all."""
+def recv_frame(
+    fd: int, deadline: float | None = None, limit: int = 1 << 30, exact: bool = False
+) -> object | None:
+    """One frame. On a strictly request/response channel a first large read usually gets it all;
+    ``exact`` reads never past the frame (the orchestrator pipelines requests to the worker)."""
+    if exact:
+        head = _read_exact(fd, 4, deadline)
+        if head is None:
+            return None
+        (size,) = struct.unpack(">I", head)
+        if size > limit:
+            raise FrameTooLarge
+        body = _read_exact(fd, size, deadline)
+        return None if body is None else json.loads(body)
     if deadline is not None:
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -592,6 +604,7 @@ class Worker:
         self.deferred: list = []
         self.blob = b""  # the current program, compiled once, as marshal bytes
         self._nproc_at, self._nproc_cached = -1e9, 0
+        self.token = None  # the orchestrator's id of the program whose child is alive
         self.entry, self.cpu, self.load_timeout = "", 1.0, 1.0
         self.bpf = b""
         self.landlock_abi = 0
@@ -815,6 +828,7 @@ class Worker:
             os._exit(0)
         header = json.loads(head)
         code = marshal.loads(blob)  # produced by the worker's own compile()
+        del head, blob
         cpu_s = max(1, int(float(header["cpu"]) + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
         if header.get("mode") == "stdio":
@@ -1021,6 +1035,7 @@ class Worker:
             return {"status": "syntax_error"}
         self.blob = marshal.dumps(code)
         self.entry, self.cpu, self.load_timeout = msg["entry_point"], float(msg["cpu"]), float(msg["timeout"])
+        self.token = msg.get("token")
         reply = self._spawn()
         if reply.get("status") != "ready":
             return reply
@@ -1118,8 +1133,8 @@ class Worker:
         return reply
 
     def call(self, msg: dict) -> dict:
-        if self.child is None:
-            return {"status": "sandbox_error", "detail": "no program loaded"}
+        if self.child is None or msg.get("token", self.token) != self.token:
+            return {"status": "stale", "detail": "not the program loaded now"}
         try:
             send_bytes(self.child.req, msg["payload"].encode())
         except (BrokenPipeError, OSError):
@@ -1134,7 +1149,7 @@ class Worker:
         inp, outp = 0, 1
         send_frame(outp, {"status": "hello", "layers": self.layers, "notes": self.notes, "pid": os.getpid()})
         while True:
-            msg = recv_frame(inp)
+            msg = recv_frame(inp, exact=True)
             if msg is None or msg.get("op") == "exit":
                 break
             op = msg["op"]
@@ -1145,11 +1160,15 @@ class Worker:
             elif op == "call":
                 reply = self.call(msg)
             elif op == "end":
-                self.deferred.append(self.end_child)
+                if msg.get("token", self.token) == self.token:
+                    self.deferred.append(self.end_child)
                 reply = {"status": "ended"}
             else:
                 reply = {"status": "sandbox_error", "detail": f"unknown op {op!r}"}
             send_frame(outp, reply)
+            # the spare forked below must not inherit the previous request, reply or program
+            msg = reply = None
+            self.blob = b""
             while self.deferred:  # clean-up that need not delay the reply
                 self.deferred.pop(0)()
             if self.use_spare and self.spare is None and self.child is None:
@@ -1163,6 +1182,10 @@ def main() -> None:
     cfg = json.loads(sys.argv[1])
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     w = Worker(cfg)
+    if cfg.get("debug"):  # MAXK_SANDBOX_DEBUG: periodic stack dumps to the inherited stderr
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(cfg["debug"]), repeat=True)
     try:
         w.setup()
     except Exception as exc:

@@ -20,6 +20,7 @@ import collections
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import queue
@@ -145,6 +146,7 @@ class Limits:
             "uid": self.uid,
             "preload": list(self.preload),
             "layers": {k: getattr(self, k) for k in ("userns", "pidns", "landlock", "seccomp", "drop_uid")},
+            "debug": float(os.environ.get("MAXK_SANDBOX_DEBUG") or 0),
         }
 
 
@@ -180,6 +182,9 @@ class _WorkerHandle:
         self.limits = limits
         self.proc: subprocess.Popen | None = None
         self.hello: dict[str, Any] = {}
+        self.outstanding: collections.deque[float] = collections.deque()  # guards of unread replies
+        self.stash: collections.deque[dict[str, Any]] = collections.deque()  # replies read early
+        self.buf = b""  # bytes read from the worker past the last complete reply
 
     def start(self) -> dict[str, Any]:
         debug = bool(os.environ.get("MAXK_SANDBOX_DEBUG"))
@@ -204,28 +209,30 @@ class _WorkerHandle:
         return hello
 
     def _read(self, deadline: float) -> dict[str, Any]:
+        """Next reply frame; bytes read past it (a pipelined reply) stay in ``self.buf``."""
         fd = self.proc.stdout.fileno()
-        buf = b""
+        buf = self.buf
         need = 4
-        size = None
-        while len(buf) < need:
+        while True:
+            if len(buf) >= 4:
+                need = 4 + int.from_bytes(buf[:4], "big")
+            if len(buf) >= need:
+                break
             left = deadline - time.monotonic()
-            ready = select.select([fd], [], [], max(0.0, left))[0] if left > 0 else []
+            ready = select.select([fd], [], [], left)[0] if left > 0 else []
             if not ready:
                 self.kill()
                 raise _Dead("no answer")
-            chunk = os.read(fd, max(need - len(buf), 65536) if size is None else need - len(buf))
+            chunk = os.read(fd, max(need - len(buf), 1 << 16))
             if not chunk:
                 self.kill()
                 raise _Dead("worker died")
             buf += chunk
-            if size is None and len(buf) >= 4:
-                size = int.from_bytes(buf[:4], "big")
-                need = 4 + size
+        self.buf = buf[need:]
         return json.loads(buf[4:need])
 
-    def request(self, msg: dict[str, Any], guard: float) -> dict[str, Any]:
-        """Send ``msg`` and wait for the reply at most ``guard`` seconds (else kill and raise _Dead)."""
+    def send(self, msg: dict[str, Any], guard: float) -> None:
+        """Send ``msg`` without waiting; its reply must arrive within ``guard`` s once it is next in line."""
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         try:
@@ -234,9 +241,28 @@ class _WorkerHandle:
         except (BrokenPipeError, OSError) as exc:
             self.kill()
             raise _Dead("worker gone") from exc
+        self.outstanding.append(guard)
+
+    def take(self) -> dict[str, Any]:
+        """The reply to the oldest request sent (replies come back in order)."""
+        if self.stash:
+            return self.stash.popleft()
+        if not self.outstanding:
+            raise _Dead("no request outstanding (the worker was restarted)")
+        guard = self.outstanding.popleft()
         return self._read(time.monotonic() + guard)
 
+    def request(self, msg: dict[str, Any], guard: float) -> dict[str, Any]:
+        """Send ``msg`` and wait for its reply (earlier pipelined replies are stashed first)."""
+        while self.outstanding:
+            self.stash.append(self._read(time.monotonic() + self.outstanding.popleft()))
+        self.send(msg, guard)
+        return self._read(time.monotonic() + self.outstanding.popleft())
+
     def kill(self) -> None:
+        self.outstanding.clear()
+        self.stash.clear()
+        self.buf = b""
         proc, self.proc = self.proc, None
         if proc is None:
             return
@@ -322,28 +348,38 @@ class _Recorder:
 
 
 class _Session:
-    """The child of one program as seen from the trusted side: loaded lazily, reloaded after a crash."""
+    """The child of one program as seen from the trusted side: loaded lazily, reloaded after a crash.
+
+    Every load and call carries the session's token; the worker answers ``stale`` to a call whose
+    token is not its current child's, so a call can never reach another program's child.
+    """
 
     def __init__(
-        self, scorer: Scorer, handle: _WorkerHandle, prob: _CallProblem, program: str, alive: bool
+        self, scorer: Scorer, handle: _WorkerHandle, prob: _CallProblem, program: str, token: int, alive: bool
     ) -> None:
         self.scorer, self.handle, self.prob, self.program = scorer, handle, prob, program
-        self.alive = alive
+        self.token, self.alive = token, alive
 
     def call(self, payload: str, left: float) -> dict[str, Any]:
-        if not self.alive:
-            state = self.scorer._load(self.handle, self.prob, self.program)
-            if state != "ready":
-                return {"status": state if state != "syntax_error" else "sandbox_error"}
-            self.alive = True
-        try:
-            reply = self.handle.request({"op": "call", "payload": payload, "timeout": left}, guard=left + 10)
-        except _Dead:
-            self.alive = False
-            return {"status": "sandbox_error"}
-        if reply.get("status") not in ("returned", "raised", "returned_unsupported"):
-            self.alive = False
-        return reply
+        for _ in range(2):
+            if not self.alive:
+                state = self.scorer._load(self.handle, self.prob, self.program, self.token)
+                if state != "ready":
+                    return {"status": state if state != "syntax_error" else "sandbox_error"}
+                self.alive = True
+            msg = {"op": "call", "payload": payload, "timeout": left, "token": self.token}
+            try:
+                reply = self.handle.request(msg, guard=left + 10)
+            except _Dead:
+                self.alive = False
+                return {"status": "sandbox_error"}
+            if reply.get("status") == "stale":  # our child was replaced by a pipelined load: reload
+                self.alive = False
+                continue
+            if reply.get("status") not in ("returned", "raised", "returned_unsupported"):
+                self.alive = False
+            return reply
+        return {"status": "sandbox_error"}
 
 
 class _Candidate:
@@ -471,12 +507,28 @@ def problem_key(problem: dict[str, Any]) -> str:
 
 
 class _Job:
-    __slots__ = ("done", "key", "problem", "program", "result")
+    __slots__ = ("done", "error", "key", "problem", "program", "result", "t0")
 
     def __init__(self, key: tuple[str, str], problem: dict[str, Any], program: str) -> None:
         self.key, self.problem, self.program = key, problem, program
         self.result: Score | None = None
+        self.error: BaseException | None = None
+        self.t0 = 0.0
         self.done = threading.Event()
+
+
+class _Pending:
+    """A job whose request has been sent to the worker (or could not be)."""
+
+    __slots__ = ("dead", "error", "job", "pipelinable", "prepared", "sent", "token")
+
+    def __init__(self, job: _Job, prepared: Any, token: int) -> None:
+        self.job, self.prepared, self.token = job, prepared, token
+        self.sent, self.dead, self.pipelinable = True, False, True
+        self.error: BaseException | None = None
+
+
+_EMPTY = object()
 
 
 class Scorer:
@@ -495,6 +547,7 @@ class Scorer:
         self.problems: dict[str, Any] = {}
         self.problems_lock = threading.Lock()
         self.hits = 0
+        self.tokens = itertools.count(1)  # one id per program run (next() is atomic under the GIL)
         self.handles = [_WorkerHandle(self.limits) for _ in range(n)]
         self.threads: list[threading.Thread] = []
         started: list[Any] = [None] * n
@@ -556,22 +609,56 @@ class Scorer:
         if isinstance(started[index], BaseException):
             return
         try:
-            while True:
-                job = self.queue.get()
-                if job is None:
-                    break
-                t0 = time.monotonic()
-                try:
-                    verdicts = self._score_one(handle, job.problem, job.program)
-                except SandboxError:
-                    raise
-                except Exception:
-                    handle.kill()
-                    verdicts = ["sandbox_error"] * _num_cases(job.problem)
-                job.result = Score.from_verdicts(verdicts, time.monotonic() - t0)
-                job.done.set()
+            self._serve_jobs(handle)
         finally:
             handle.close()
+
+    def _serve_jobs(self, handle: _WorkerHandle) -> None:
+        """Take jobs from the queue; while finishing one (trusted evaluation), the worker already runs
+        the next one's request when nothing of the current program stays in the worker."""
+        current: _Pending | None = None
+        while True:
+            if current is None:
+                job = self.queue.get()
+                if job is None:
+                    return
+                current = self._begin_safe(handle, job)
+            following: _Pending | None = None
+            if current.pipelinable:
+                try:
+                    nxt: _Job | object | None = self.queue.get_nowait()
+                except queue.Empty:
+                    nxt = _EMPTY
+                if nxt is None:
+                    self.queue.put(None)  # shutdown: handled once the current job is done
+                elif isinstance(nxt, _Job):
+                    following = self._begin_safe(handle, nxt)
+            self._complete(handle, current)
+            current = following
+
+    def _begin_safe(self, handle: _WorkerHandle, job: _Job) -> _Pending:
+        job.t0 = time.monotonic()
+        try:
+            return self._begin(handle, job)
+        except Exception as exc:
+            pending = _Pending(job, None, 0)
+            pending.error = exc
+            return pending
+
+    def _complete(self, handle: _WorkerHandle, pending: _Pending) -> None:
+        job = pending.job
+        try:
+            if pending.error is not None:
+                raise pending.error
+            verdicts = self._finish(handle, pending)
+        except SandboxError as exc:
+            job.error = exc
+            verdicts = []
+        except Exception:  # never let one program take the pool down
+            handle.kill()
+            verdicts = ["sandbox_error"] * _num_cases(job.problem)
+        job.result = Score.from_verdicts(verdicts, time.monotonic() - job.t0)
+        job.done.set()
 
     # -- scoring ------------------------------------------------------------------------------
     def score(self, pairs: Iterable[tuple[dict[str, Any], str]]) -> list[Score]:
@@ -603,6 +690,8 @@ class Scorer:
             order.append((i, job))
         for i, job in order:
             job.done.wait()
+            if job.error is not None:
+                raise job.error
             out[i] = job.result
         with self.cache_lock:
             for job in pending.values():
@@ -639,27 +728,60 @@ class Scorer:
             self.problems[key] = prepared
             return prepared
 
-    def _score_one(self, handle: _WorkerHandle, problem: dict[str, Any], program: str) -> list[str]:
-        prepared = self._prepare(problem)
-        if isinstance(prepared, _StdioProblem):
-            return self._score_stdio(handle, prepared, program)
-        return self._score_call(handle, prepared, program)
+    def _begin(self, handle: _WorkerHandle, job: _Job) -> _Pending:
+        """Send the job's one request (stdio run, or call-program load with prefetched calls)."""
+        pending = _Pending(job, self._prepare(job.problem), next(self.tokens))
+        prob = pending.prepared
+        if isinstance(prob, _StdioProblem):
+            n = len(prob.inputs)
+            msg = {
+                "op": "stdio",
+                "program": job.program,
+                "inputs": prob.inputs,
+                "timeout": prob.timeout,
+                "max_timeouts": self.limits.max_timeouts,
+            }
+            guard = n * (prob.timeout + 1) + 10
+        else:
+            n = len(prob.codes)
+            if prob.first_calls is None:
+                # Trusted code before a case's first call cannot depend on the program: done once per
+                # problem; phase 2 still checks every call's arguments against it (random arguments).
+                prob.first_calls = [
+                    self._first_call(prob, c) if one else None
+                    for c, one in zip(prob.codes, prob.single, strict=True)
+                ]
+            keep = not all(prob.single)
+            pending.pipelinable = not keep  # nothing of ours stays in the worker after its reply
+            msg, guard = self._load_msg(prob, job.program, prob.first_calls, keep, pending.token)
+        if n == 0:
+            pending.sent = False
+            pending.pipelinable = True
+            return pending
+        try:
+            handle.send(msg, guard)
+        except _Dead:
+            pending.sent = False
+            pending.dead = True
+        return pending
 
-    def _score_stdio(self, handle: _WorkerHandle, prob: _StdioProblem, program: str) -> list[str]:
-        n = len(prob.inputs)
+    def _finish(self, handle: _WorkerHandle, pending: _Pending) -> list[str]:
+        prob = pending.prepared
+        n = len(prob.inputs) if isinstance(prob, _StdioProblem) else len(prob.codes)
         if n == 0:
             return []
-        msg = {
-            "op": "stdio",
-            "program": program,
-            "inputs": prob.inputs,
-            "timeout": prob.timeout,
-            "max_timeouts": self.limits.max_timeouts,
-        }
+        if pending.dead:
+            return ["sandbox_error"] * n
         try:
-            reply = handle.request(msg, guard=n * (prob.timeout + 1) + 10)
+            reply = handle.take()
         except _Dead:
             return ["sandbox_error"] * n
+        if isinstance(prob, _StdioProblem):
+            return self._stdio_verdicts(prob, reply)
+        return self._call_verdicts(handle, prob, pending, reply)
+
+    def _stdio_verdicts(self, prob: _StdioProblem, reply: dict[str, Any]) -> list[str]:
+        n = len(prob.inputs)
         if reply.get("status") == "syntax_error":
             return ["syntax_error"] * n
         results = reply.get("results")
@@ -677,19 +799,18 @@ class Scorer:
                 verdicts.append(_map_status(status))
         return verdicts
 
-    def _load(self, handle: _WorkerHandle, prob: _CallProblem, program: str) -> str:
-        reply = self._load_request(handle, prob, program, None, keep=True)
-        status = reply.get("status")
+    def _load(self, handle: _WorkerHandle, prob: _CallProblem, program: str, token: int) -> str:
+        msg, guard = self._load_msg(prob, program, None, True, token)
+        try:
+            status = handle.request(msg, guard).get("status")
+        except _Dead:
+            return "sandbox_error"
         return status if status in ("ready", "syntax_error") else _map_status(status)
 
-    def _load_request(
-        self,
-        handle: _WorkerHandle,
-        prob: _CallProblem,
-        program: str,
-        calls: list[str | None] | None,
-        keep: bool,
-    ) -> dict[str, Any]:
+    @staticmethod
+    def _load_msg(
+        prob: _CallProblem, program: str, calls: list[str | None] | None, keep: bool, token: int
+    ) -> tuple[dict[str, Any], float]:
         msg = {
             "op": "load",
             "program": program,
@@ -699,12 +820,10 @@ class Scorer:
             "calls": calls,
             "call_timeout": prob.timeout,
             "keep": keep,
+            "token": token,
         }
         n_calls = sum(c is not None for c in calls or [])
-        try:
-            return handle.request(msg, guard=(prob.timeout + 1) * (1 + 2 * n_calls) + 10)
-        except _Dead:
-            return {"status": "sandbox_error"}
+        return msg, (prob.timeout + 1) * (1 + 2 * n_calls) + 10
 
     @staticmethod
     def _first_call(prob: _CallProblem, code: Any) -> str | None:
@@ -717,30 +836,21 @@ class Scorer:
             exec(code, ns)
         return recorder.payload
 
-    def _score_call(self, handle: _WorkerHandle, prob: _CallProblem, program: str) -> list[str]:
+    def _call_verdicts(
+        self, handle: _WorkerHandle, prob: _CallProblem, pending: _Pending, reply: dict[str, Any]
+    ) -> list[str]:
         n = len(prob.codes)
-        if n == 0:
-            return []
-        # Phase 1: the first call of every single-call assert travels with the load (one round trip).
-        calls = prob.first_calls
-        if calls is None:
-            # Trusted code before a case's first call cannot depend on the program, so this is done
-            # once per problem; phase 2 still checks every call's arguments against it (random args).
-            calls = [
-                self._first_call(prob, c) if one else None
-                for c, one in zip(prob.codes, prob.single, strict=True)
-            ]
-            prob.first_calls = calls
-        keep = not all(prob.single)
-        reply = self._load_request(handle, prob, program, calls, keep)
         status = reply.get("status")
         if status != "ready":
             return [status if status == "syntax_error" else _map_status(status)] * n
         results = reply.get("results") or [None] * n
+        calls = prob.first_calls or [None] * n
         if not isinstance(results, list) or len(results) != n:
             return ["sandbox_error"] * n
         # Phase 2: every case runs in full here; prefetched replies answer matching calls.
-        session = _Session(self, handle, prob, program, alive=bool(reply.get("alive")))
+        session = _Session(
+            self, handle, prob, pending.job.program, pending.token, alive=bool(reply.get("alive"))
+        )
         verdicts: list[str] = []
         for code, payload, result in zip(prob.codes, calls, results, strict=True):
             if self.limits.max_timeouts and verdicts.count("timeout") >= self.limits.max_timeouts:
@@ -750,7 +860,7 @@ class Scorer:
             verdicts.append(self._run_case(session, prob, code, pre))
         if session.alive:
             with contextlib.suppress(_Dead):
-                handle.request({"op": "end"}, guard=10)
+                handle.request({"op": "end", "token": session.token}, guard=10)
         return verdicts
 
     @staticmethod
