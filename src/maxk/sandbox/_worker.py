@@ -1,21 +1,24 @@
 """Sandbox worker: a pre-started, pre-imported fork server that runs untrusted programs.
 
-Started by ``maxk.sandbox.scorer`` as ``python -I _worker.py CONFIG_JSON`` from a scrubbed
-environment (never forked from the trainer). Standard library only, because it runs as a script.
+Started by ``maxk.sandbox.scorer`` as ``python -I _worker.py CONFIG_JSON`` from an empty environment
+(the caller is never forked). Standard library only, because it runs as a script.
 
-Once per worker: pre-import the modules programs use, drop root to an unprivileged uid, enter new
-user + network + IPC namespaces, restrict the filesystem with Landlock (read-only interpreter and
-system dirs, read-write private scratch), compile the seccomp filter to raw BPF, become a child
-subreaper and non-dumpable. Per program (``call``) or per case (``stdio``): fork a child that is
-pid 1 of a fresh PID namespace, give it a fresh empty cwd, memfd stdio, rlimits, dropped
-capabilities, Landlock signal scoping and the seccomp filter, then run the program.
+Once per worker: pre-import the modules programs use, close inherited descriptors, drop root to an
+unprivileged uid, enter new user + network + IPC namespaces and a PID namespace whose pid 1 is the
+worker itself, restrict the filesystem with Landlock (read-only interpreter and system dirs,
+read-write private scratch, no TCP), compile the seccomp filter to raw BPF, become a child
+subreaper, non-dumpable, ``gc.freeze()``. Per program (``call``) or per case (``stdio``): a child
+forked *before* the program is known (a spare, forked while the orchestrator is busy) gets a fresh
+empty cwd, memfd stdio, rlimits, no capabilities, Landlock signal scoping and the seccomp filter,
+then waits for the program (compiled once here, sent as marshal bytes) and runs it.
 
 The worker never receives expected outputs or assertion code: only programs, call arguments and
 stdin. Every verdict is decided by the trusted orchestrator; the worker only reports how the child
 ended (exit status, raw stdout, or a candidate's return value as tagged JSON of builtin types).
 
 Protocol (orchestrator <-> worker on stdin/stdout, worker <-> child on pipes): frames of a 4-byte
-big-endian length followed by UTF-8 JSON.
+big-endian length followed by UTF-8 JSON (the program frame to a child: JSON header, newline,
+marshal bytes). Requests to the worker may be pipelined; replies come back in order.
 """
 
 from __future__ import annotations
