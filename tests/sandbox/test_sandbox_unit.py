@@ -221,3 +221,17 @@ def test_cli_score_unknown_problem_names_file_row_field(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 1 and "s.parquet" in err and "row 1" in err and "problem_id" in err
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_doctor_reports_every_layer(capsys):
+    from maxk.sandbox import LEVELS
+
+    rc = main(["sandbox", "doctor", "--config-json", json.dumps({"isolation": {"minimum": "portable"}})])
+    out = capsys.readouterr().out
+    with capsys.disabled():  # keep the report in the CI log
+        print("\n" + out)
+    assert rc == 0, out
+    for names in LEVELS.values():
+        for name in names:
+            assert f"\n{name} " in out
+    assert "probe: correct program scores 1" in out and " NO " not in out
