@@ -22,6 +22,10 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/provenance.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/generate.smk"
+include: "workflow/rules/analysis.smk"
 include: "workflow/rules/score.smk"
 
 

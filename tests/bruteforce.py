@@ -9,6 +9,8 @@ import itertools
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 
 def subsets(n: int, k: int) -> list[tuple[int, ...]]:
     return list(itertools.combinations(range(n), k))
@@ -81,3 +83,21 @@ def zscore(x: Sequence[float], eps: float = 1e-4) -> list[float]:
     mean = sum(x) / n
     std = math.sqrt(sum((v - mean) ** 2 for v in x) / (n - 1))
     return [(v - mean) / (std + eps) for v in x]
+
+
+def reward_cases(n: int, seed: int = 0) -> list[tuple[str, list[float]]]:
+    """Continuous rewards with ties, continuous without, binary, all equal, a single maximum."""
+    rng = np.random.default_rng(1000 * n + seed)
+    grid = rng.integers(0, 5, size=n) / 4.0  # values in {0, .25, .5, .75, 1}: many ties
+    cont = rng.random(n)
+    binary = rng.integers(0, 2, size=n).astype(float)
+    equal = np.full(n, 0.5)
+    single = np.zeros(n)
+    single[rng.integers(n)] = 1.0
+    return [
+        ("ties", grid.tolist()),
+        ("continuous", cont.tolist()),
+        ("binary", binary.tolist()),
+        ("equal", equal.tolist()),
+        ("single", single.tolist()),
+    ]

@@ -8,7 +8,7 @@ from fractions import Fraction
 import bruteforce as bf
 import numpy as np
 import pytest
-from conftest import reward_cases
+from bruteforce import reward_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

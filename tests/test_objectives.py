@@ -6,7 +6,7 @@ import bruteforce as bf
 import numpy as np
 import pytest
 import torch
-from conftest import reward_cases
+from bruteforce import reward_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

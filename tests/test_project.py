@@ -84,6 +84,13 @@ def test_atomic_open_publishes_only_on_success(tmp_path: Path) -> None:
     write_jsonl(target, [{"b": 1, "a": "x"}, {"c": None}])
     assert target.read_bytes() == first  # gzip mtime fixed: byte-identical reruns
     assert [row for _, row in read_jsonl(target)] == [{"a": "x", "b": 1}, {"c": None}]
+    assert target.stat().st_mode & 0o777 == 0o666 & ~_umask()  # as open() would, not mkstemp's 0600
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_read_jsonl_names_file_and_line(tmp_path: Path) -> None:
@@ -115,7 +122,7 @@ def snakemake(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 
 def test_default_dag_dry_runs() -> None:
-    res = snakemake("-n", "--cores", "1", "--quiet", "rules")
+    res = snakemake("-n", "--forceall", "--cores", "1", "--quiet", "rules")
     assert res.returncode == 0, res.stderr
     assert "environment" in res.stdout + res.stderr
 

@@ -16,12 +16,23 @@ from pathlib import Path
 from typing import IO, Any
 
 
+def _default_file_mode() -> int:
+    """The mode ``open()`` would give a new file (0o666 less the umask); mkstemp would give 0o600."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_FILE_MODE = _default_file_mode()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; move it onto ``path`` only if the block succeeds."""
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".tmp-{final.name}-", dir=final.parent)
+    os.fchmod(fd, _FILE_MODE)
     os.close(fd)
     tmp_path = Path(tmp)
     try:

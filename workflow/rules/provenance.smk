@@ -10,8 +10,11 @@ rule environment:
         f"{BENCH}/environment.tsv"
     conda:
         "../../envs/report.yaml"
+    threads: threads_of("environment")
+    resources:
+        **resources_of("environment"),
     params:
-        config=json.dumps(config, sort_keys=True),
+        config=lambda wildcards: json.dumps(config, sort_keys=True),
     shell:
         "maxk provenance --config-json {params.config:q} --output {output} > {log} 2>&1"
 

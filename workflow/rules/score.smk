@@ -15,10 +15,9 @@ rule score:
         f"{BENCH}/score/{{model}}/{{dataset}}.tsv"
     conda:
         "../../envs/score.yaml"
-    threads: rule_resources("score").get("threads", 1)
+    threads: threads_of("score")
     resources:
-        mem_mb=rule_resources("score").get("mem_mb", 2000),
-        runtime=rule_resources("score").get("runtime", 30),
+        **resources_of("score"),
     params:
         sandbox=config_json("sandbox"),
     shell:

@@ -1,0 +1,309 @@
+"""``maxk analyze``: per-problem metrics, tables, significance, figures and the estimator lab.
+
+Registration is cheap (argparse only); numpy/pandas/matplotlib/torch are imported in the handlers.
+Every handler takes the ``analysis`` config section as JSON (``--config-json``, as Snakemake passes
+it through ``params``) and the master seed, and writes provenance beside its outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "analyze",
+        help="metrics, tables, significance tests, figures and the estimator lab",
+        description="Analysis stage: everything after scoring (see config/README.md, section analysis).",
+    )
+    s = p.add_subparsers(dest="analyze_command", metavar="SUBCOMMAND", required=True)
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--config-json", required=True, help="the analysis config section as JSON")
+        q.add_argument("--seed", type=int, default=0, help="master seed (bootstrap, lab)")
+
+    q = s.add_parser("metrics", help="per-problem pass@k and max@k of one scores file")
+    common(q)
+    q.add_argument("--scores", required=True, help="scores Parquet (problem_id, sample_index, reward, ...)")
+    q.add_argument("--output", required=True, help="metrics Parquet to write")
+    q.set_defaults(handler=_metrics)
+
+    q = s.add_parser("tables", help="render tables (LaTeX, Markdown, CSV) from metrics files")
+    common(q)
+    q.add_argument("--metrics-dir", required=True, help="directory holding {model}/{dataset}.parquet")
+    q.add_argument("--outdir", required=True, help="directory for {table}.tex/.md/.csv")
+    q.add_argument("--table", action="append", help="table name (repeatable; default: all declared)")
+    q.set_defaults(handler=_tables)
+
+    q = s.add_parser("stats", help="Wilcoxon best-vs-second p-values (+ Holm) of every table that asks")
+    common(q)
+    q.add_argument("--metrics-dir", required=True)
+    q.add_argument("--output", required=True, help="CSV to write (a JSON twin is written beside it)")
+    q.set_defaults(handler=_stats)
+
+    q = s.add_parser("figure", help="one figure (PDF + PNG)")
+    common(q)
+    q.add_argument("kind", choices=["passk", "entropy", "maxk"], help="figure 1, figure 2, or max@k curves")
+    q.add_argument("--metrics-dir", help="for passk / maxk")
+    q.add_argument("--samples-dir", help="for entropy: directory holding {model}/{dataset}.parquet")
+    q.add_argument("--dataset", help="dataset (default: the one in config, for passk / entropy)")
+    q.add_argument("--output-stem", required=True, help="output path without extension")
+    q.set_defaults(handler=_figure)
+
+    q = s.add_parser("lab", help="estimator lab: bias/variance of the advantage estimators on a toy policy")
+    common(q)
+    q.add_argument("--outdir", required=True, help="directory for the lab's CSVs and figures")
+    q.set_defaults(handler=_lab)
+
+
+def _cfg(args: argparse.Namespace) -> dict:
+    from maxk.cli import UserError
+
+    try:
+        cfg = json.loads(args.config_json)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--config-json is not valid JSON: {exc}") from exc
+    if not isinstance(cfg, dict):
+        raise UserError("--config-json must be a JSON object (the analysis config section)")
+    return cfg
+
+
+def _metrics(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from maxk.analysis.per_problem import compute_metrics, reward_matrix, write_metrics
+    from maxk.cli import UserError
+    from maxk.provenance import write_provenance
+
+    cfg = _cfg(args)
+    path = Path(args.scores)
+    if not path.exists():
+        raise UserError(f"{path}: scores file not found")
+    scores = pd.read_parquet(path, columns=["problem_id", "sample_index", "reward"])
+    try:
+        mat = reward_matrix(scores, ragged=cfg.get("ragged", "error"), source=str(path))
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    frame = compute_metrics(mat, cfg.get("ks"))
+    meta = {
+        "source": str(path),
+        "n": mat.n,
+        "problems": len(frame),
+        "dropped_samples": mat.dropped_samples,
+        "notes": mat.notes,
+    }
+    write_metrics(args.output, frame, meta=meta)
+    sub = {k: cfg.get(k) for k in ("ks", "ragged")}
+    write_provenance(args.output, config=sub, seeds=None, **meta)
+    print(
+        f"{args.output}: {len(frame)} problems, n={mat.n}"
+        + (f" ({'; '.join(mat.notes)})" if mat.notes else "")
+    )
+    return 0
+
+
+def _load_frames(cfg: dict, metrics_dir: str, pairs) -> dict:
+    from maxk.analysis.per_problem import read_metrics
+    from maxk.cli import UserError
+
+    frames = {}
+    for model, dataset in sorted(set(pairs)):
+        path = Path(metrics_dir) / model / f"{dataset}.parquet"
+        if not path.exists():
+            raise UserError(f"{path}: metrics file not found (run `maxk analyze metrics` first)")
+        frames[(model, dataset)] = read_metrics(path)
+    return frames
+
+
+def _labels(cfg: dict) -> dict:
+    return {m: v for m, v in (cfg.get("models") or {}).items()}
+
+
+def _build(cfg: dict, seed: int, spec, frames):
+    from maxk.analysis.tables import build_table
+
+    sig = cfg.get("significance", {})
+    boot = cfg.get("bootstrap", {})
+    return build_table(
+        spec,
+        frames,
+        seed=seed,
+        resamples=int(boot.get("resamples", 1000)),
+        confidence=float(boot.get("confidence", 0.95)),
+        alternative=sig.get("alternative", "greater"),
+        zero_method=sig.get("zero_method", "wilcox"),
+        alpha=float(sig.get("alpha", 0.05)),
+        star_correction=sig.get("star", "holm"),
+    )
+
+
+def _selected_specs(cfg: dict, names: list[str] | None):
+    from maxk.analysis.tables import table_specs
+    from maxk.cli import UserError
+
+    specs = table_specs(cfg)
+    if names:
+        known = {s.name: s for s in specs}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise UserError(f"unknown table(s) {unknown}; declared: {sorted(known)}")
+        specs = [known[n] for n in names]
+    return specs
+
+
+def _tables(args: argparse.Namespace) -> int:
+    from maxk.analysis.tables import render_csv, render_latex, render_markdown
+    from maxk.cli import UserError
+    from maxk.io import atomic_open
+    from maxk.provenance import write_provenance
+
+    cfg = _cfg(args)
+    labels = _labels(cfg)
+    decimals = int(cfg.get("decimals", 3))
+    outdir = Path(args.outdir)
+    for spec in _selected_specs(cfg, args.table):
+        frames = _load_frames(cfg, args.metrics_dir, [(m, d) for m in spec.rows for d in spec.datasets])
+        try:
+            result = _build(cfg, args.seed, spec, frames)
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+        rows = spec.labels(labels)
+        with atomic_open(outdir / f"{spec.name}.tex") as fh:
+            fh.write(render_latex(result, rows, cfg["datasets"], decimals))
+        with atomic_open(outdir / f"{spec.name}.md") as fh:
+            fh.write(render_markdown(result, rows, cfg["datasets"], decimals))
+        with atomic_open(outdir / f"{spec.name}.csv") as fh:
+            render_csv(result, rows).to_csv(fh, index=False, float_format="%.6g")
+        write_provenance(outdir / f"{spec.name}.tex", config=cfg, seeds={"seed": args.seed})
+        print(f"{outdir / spec.name}.{{tex,md,csv}}: {len(spec.rows)} rows x {len(result.columns)} columns")
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from maxk.cli import UserError
+    from maxk.io import atomic_open, write_json
+    from maxk.provenance import write_provenance
+
+    cfg = _cfg(args)
+    tests = []
+    for spec in _selected_specs(cfg, None):
+        if not spec.significance:
+            continue
+        frames = _load_frames(cfg, args.metrics_dir, [(m, d) for m in spec.rows for d in spec.datasets])
+        try:
+            tests += _build(cfg, args.seed, spec, frames).tests
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+    columns = [
+        "table",
+        "dataset",
+        "metric",
+        "k",
+        "k_requested",
+        "best",
+        "second",
+        "best_value",
+        "second_value",
+        "n_problems",
+        "statistic",
+        "pvalue",
+        "pvalue_holm",
+        "star_uses",
+        "significant",
+        "alternative",
+        "zero_method",
+        "note",
+    ]
+    frame = pd.DataFrame(tests, columns=columns)
+    with atomic_open(args.output) as fh:
+        frame.to_csv(fh, index=False, float_format="%.6g")
+    json_path = Path(args.output).with_suffix(".json")
+    write_json(json_path, json.loads(frame.to_json(orient="records")))
+    write_provenance(args.output, config=cfg, seeds={"seed": args.seed})
+    print(f"{args.output}: {len(frame)} tests")
+    return 0
+
+
+def _figure(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from maxk.analysis.figures import curve_figure, entropy_figure
+    from maxk.cli import UserError
+    from maxk.provenance import write_provenance
+
+    cfg = _cfg(args)
+    labels = _labels(cfg)
+    figs = cfg.get("figures", {})
+    boot = cfg.get("bootstrap", {})
+    bkw = {
+        "seed": args.seed,
+        "resamples": int(boot.get("resamples", 1000)),
+        "confidence": float(boot.get("confidence", 0.95)),
+    }
+    if args.kind in ("passk", "maxk"):
+        if not args.metrics_dir:
+            raise UserError("--metrics-dir is required for passk / maxk figures")
+        if args.kind == "passk":
+            fc = figs["passk"]
+            dataset, models, metric = args.dataset or fc["dataset"], fc["models"], fc.get("metric", "pass")
+        else:
+            fc = figs["maxk_curves"]
+            if not args.dataset:
+                raise UserError("--dataset is required for maxk curves")
+            dataset, models, metric = args.dataset, fc["models"], "max"
+        frames = _load_frames(cfg, args.metrics_dir, [(m, dataset) for m in models])
+        ds_label = cfg["datasets"].get(dataset, {}).get("label", dataset)
+        try:
+            curve_figure(
+                {m: frames[(m, dataset)] for m in models},
+                labels,
+                metric,
+                args.output_stem,
+                title=ds_label,
+                **bkw,
+            )
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+        extra = {}
+    else:
+        if not args.samples_dir:
+            raise UserError("--samples-dir is required for the entropy figure")
+        fc = figs["entropy"]
+        dataset = args.dataset or fc["dataset"]
+        samples = {}
+        for m in fc["models"]:
+            path = Path(args.samples_dir) / m / f"{dataset}.parquet"
+            if not path.exists():
+                raise UserError(f"{path}: samples file not found")
+            samples[m] = pd.read_parquet(
+                path, columns=["problem_id", "mean_entropy", "entropy_kind", "sum_logprob", "num_tokens"]
+            )
+        kind, _ = entropy_figure(
+            samples, labels, args.output_stem, title=cfg["datasets"].get(dataset, {}).get("label", dataset)
+        )
+        extra = {"entropy_kind": kind}
+    write_provenance(Path(str(args.output_stem) + ".pdf"), config=cfg, seeds={"seed": args.seed}, **extra)
+    print(f"{args.output_stem}.{{pdf,png}} written")
+    return 0
+
+
+def _lab(args: argparse.Namespace) -> int:
+    from maxk.analysis.lab import plot_lab, run_lab
+    from maxk.io import atomic_open
+    from maxk.provenance import write_provenance
+
+    cfg = _cfg(args)
+    lab = cfg.get("lab", cfg)
+    outdir = Path(args.outdir)
+    on, off = run_lab(lab, args.seed)
+    for name, frame in (("onpolicy.csv", on), ("offpolicy.csv", off)):
+        with atomic_open(outdir / name) as fh:
+            frame.to_csv(fh, index=False, float_format="%.6g")
+    plot_lab(on, off, str(outdir) + "/", plot_k=int(lab["plot_k"]), plot_n=int(lab["plot_n"]))
+    write_provenance(outdir / "onpolicy.csv", config=lab, seeds={"seed": args.seed})
+    print(f"{outdir}: onpolicy.csv ({len(on)} rows), offpolicy.csv ({len(off)} rows), figures")
+    return 0

@@ -1,0 +1,391 @@
+"""The estimator lab: bias and variance of each advantage estimator's policy gradient, measured
+against the exact gradient of max@k on a toy categorical policy.
+
+Toy problem. One prompt, K outcomes with known rewards ``r`` (a "continuous" setting with distinct
+rewards and a "ties" setting with repeated ones), policy ``pi = softmax(theta)``. For k i.i.d.
+draws, ``P(max <= r_(j)) = F_j^k`` with ``F_j`` the policy mass of the j lowest-reward outcomes
+(sorted), so ``max@k(theta) = sum_j r_(j) (F_j^k - F_{j-1}^k)`` exactly (ties included: tied
+positions telescope); its gradient w.r.t. the logits comes from autograd in float64. A test checks
+it against exhaustive enumeration of the K^k tuples.
+
+Estimators. Draw M independent groups of n outcomes ``y_1..y_n ~ pi``; an estimator maps the group's
+rewards to weights ``A_i`` and its policy-gradient estimate is ``g = sum_i A_i grad log pi(y_i)``,
+with ``grad_theta log pi(y) = onehot(y) - pi`` for a softmax. We use
+``maxk.objectives.compute_advantages`` for all six registered estimators (grpo, bon_max_mean,
+bon_max_second, bon_loo1, bon_mean, offpolicy_bon) plus the unnormalised on-policy transform
+``bon_rewards`` (eq. 9, ``bon_raw``), which is unbiased for ``grad max@k`` exactly (not just in
+direction). z-scored estimators have an arbitrary scale, so we report scale-free numbers:
+
+- ``direction_bias = sin(angle(E[g], grad max@k))`` = ``min_c ||c E[g] - grad|| / ||grad||``;
+- ``relative_bias = ||E[g] - grad|| / ||grad||`` (meaningful for the unnormalised ``bon_raw``,
+  ``bon_loo1`` and the off-policy transforms);
+- ``noise_to_signal = trace Cov[g] / ||E[g]||^2`` (variance of one group's estimate);
+- ``mc_se``: Monte Carlo standard error of ``E[g]`` relative to ``||grad||`` (the noise floor of
+  the bias numbers).
+
+Off-policy. Samples come from ``pi_old = softmax(theta_old)``; the gradient is wanted at
+``pi_theta = softmax(theta_old + d u)`` (u a fixed random unit direction, d the distance), with
+``deltas = rho - 1``, ``rho = pi_theta(y) / pi_old(y)``. Compared to ``grad max@k(theta)``:
+``zeroth_order`` (the on-policy transform, ignoring the shift), ``first_order``
+(``offpolicy_bon_rewards``, section 3.3) and, for small n, ``exact_is`` (the exact importance
+weighted subset sum of eq. (10), enumerated). Expected: exact ~ 0, zeroth order O(d), first order
+O(d^2), i.e. the first-order error grows with d but much more slowly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "ESTIMATORS",
+    "Setting",
+    "enumerate_max_at_k",
+    "exact_gradient",
+    "exact_max_at_k",
+    "run_lab",
+    "run_offpolicy",
+    "run_onpolicy",
+]
+
+#: The registered estimators plus the unnormalised on-policy transform.
+ESTIMATORS = ("grpo", "bon_max_mean", "bon_max_second", "bon_loo1", "bon_mean", "offpolicy_bon", "bon_raw")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    rewards: tuple[float, ...]
+    logits: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.rewards) != len(self.logits) or len(self.rewards) < 2:
+            raise ValueError(f"lab setting {self.name!r}: rewards and logits need the same length >= 2")
+
+
+def exact_max_at_k(logits, rewards, k: int):
+    """Differentiable ``E[max of k i.i.d. rewards]`` under ``softmax(logits)`` (torch scalar)."""
+    import torch
+
+    pi = torch.softmax(logits, dim=-1)
+    r = torch.as_tensor(rewards, dtype=logits.dtype)
+    order = torch.argsort(r, stable=True)
+    p = pi[order]
+    cdf = torch.cumsum(p, dim=-1)
+    prev = cdf - p
+    return (r[order] * (cdf.clamp(max=1.0) ** k - prev.clamp(min=0.0) ** k)).sum()
+
+
+def exact_gradient(logits: Sequence[float], rewards: Sequence[float], k: int) -> tuple[float, np.ndarray]:
+    """``(max@k, grad_logits max@k)`` in float64."""
+    import torch
+
+    theta = torch.tensor(list(logits), dtype=torch.float64, requires_grad=True)
+    value = exact_max_at_k(theta, rewards, k)
+    (grad,) = torch.autograd.grad(value, theta)
+    return float(value.detach()), grad.numpy()
+
+
+def enumerate_max_at_k(pi: Sequence[float], rewards: Sequence[float], k: int) -> float:
+    """``E[max of k draws]`` by summing over all K^k tuples (reference for tests; small K, k only)."""
+    total = 0.0
+    for tup in itertools.product(range(len(pi)), repeat=k):
+        total += math.prod(pi[i] for i in tup) * max(rewards[i] for i in tup)
+    return total
+
+
+def _grad_estimates(y, weights, pi):
+    """``g[m] = sum_i weights[m, i] (onehot(y[m, i]) - pi)`` for every group m: ``[M, K]``."""
+    import torch
+
+    m, _ = y.shape
+    g = torch.zeros(m, pi.shape[0], dtype=torch.float64)
+    g.scatter_add_(1, y, weights)
+    return g - weights.sum(dim=1, keepdim=True) * pi[None, :]
+
+
+def _summarise(g: np.ndarray, prob: np.ndarray, true: np.ndarray, exact: bool) -> dict[str, float]:
+    """Bias/variance numbers of estimates ``g[M, K]`` with probabilities ``prob[M]`` (sum 1)."""
+    mean = prob @ g
+    tn = float(np.linalg.norm(true))
+    mn = float(np.linalg.norm(mean))
+    cos = float(mean @ true / (mn * tn)) if mn > 1e-300 and tn > 0 else math.nan
+    trace_cov = float(prob @ ((g - mean) ** 2).sum(axis=1))
+    # Monte Carlo standard error of E[g] (expected norm of its error) relative to |grad|; 0 if exact.
+    se = 0.0 if exact else math.sqrt(trace_cov / g.shape[0])
+    return {
+        "cosine": cos,
+        "direction_bias": math.sqrt(max(0.0, 1.0 - cos * cos)) if not math.isnan(cos) else math.nan,
+        "relative_bias": float(np.linalg.norm(mean - true)) / tn if tn > 0 else math.nan,
+        "noise_to_signal": trace_cov / (mn * mn) if mn > 1e-300 else math.nan,
+        "mc_se": se / tn if tn > 0 else math.nan,
+        "direction_se": se / mn if mn > 1e-300 else math.nan,
+        "grad_norm": tn,
+        "exact_expectation": exact,
+    }
+
+
+def _ensemble(pi, n: int, *, groups: int, seed: int, max_multisets: int):
+    """Groups ``y[M, n]`` with probabilities ``prob[M]`` and whether the expectation is exact.
+
+    Every estimator here is permutation-equivariant, so the exact expectation over the ``K^n``
+    ordered groups equals a sum over the ``C(K+n-1, n)`` multisets weighted by their multinomial
+    probabilities. When that count is at most ``max_multisets`` we enumerate (bias and variance
+    exact, no Monte Carlo noise); otherwise we draw ``groups`` i.i.d. groups (Monte Carlo).
+    """
+    import torch
+
+    k_out = pi.shape[0]
+    if math.comb(k_out + n - 1, n) <= max_multisets:
+        y = torch.tensor(list(itertools.combinations_with_replacement(range(k_out), n)), dtype=torch.long)
+        counts = torch.zeros(y.shape[0], k_out, dtype=torch.float64)
+        counts.scatter_add_(1, y, torch.ones(y.shape, dtype=torch.float64))
+        logp = (
+            math.lgamma(n + 1)
+            - torch.lgamma(counts + 1).sum(dim=1)
+            + (counts * torch.log(pi)[None, :]).sum(dim=1)
+        )
+        return y, torch.exp(logp).numpy(), True
+    gen = torch.Generator().manual_seed(int(seed) % (2**63))
+    y = torch.multinomial(pi, groups * n, replacement=True, generator=gen).reshape(groups, n)
+    return y, np.full(groups, 1.0 / groups), False
+
+
+def run_onpolicy(
+    setting: Setting,
+    ns: Sequence[int],
+    ks: Sequence[int],
+    *,
+    groups: int,
+    seed: int,
+    max_multisets: int = 100_000,
+    estimators: Sequence[str] = ESTIMATORS,
+) -> pd.DataFrame:
+    """Bias/variance of every estimator for every (n, k <= n), on-policy."""
+    import torch
+
+    from maxk.analysis.stats import derive_seed
+    from maxk.objectives import bon_rewards, compute_advantages, needs_k
+
+    theta = torch.tensor(setting.logits, dtype=torch.float64)
+    pi = torch.softmax(theta, dim=-1)
+    r_table = torch.tensor(setting.rewards, dtype=torch.float64)
+    rows = []
+    for n in ns:
+        y, prob, exact = _ensemble(
+            pi, n, groups=groups, seed=derive_seed(seed, "lab", setting.name, n), max_multisets=max_multisets
+        )
+        rewards = r_table[y]
+        for k in ks:
+            if k > n:
+                continue
+            value, true = exact_gradient(setting.logits, setting.rewards, k)
+            for est in estimators:
+                if est == "bon_raw":
+                    w = bon_rewards(rewards, k)
+                elif est == "bon_loo1" and k < 2:
+                    continue
+                else:
+                    w = compute_advantages(est, rewards, k=k if needs_k(est) else None)
+                g = _grad_estimates(y, w, pi).numpy()
+                rows.append(
+                    {"setting": setting.name, "n": n, "k": k, "estimator": est, "max_at_k": value}
+                    | _summarise(g, prob, true, exact)
+                )
+    return pd.DataFrame(rows)
+
+
+def _exact_is_weights(rewards, rho, k: int):
+    """Exact importance-weighted subset weights ``(1/C(n,k)) sum_{I ∋ i} prod rho_I max r_I``."""
+    import torch
+
+    n = rewards.shape[1]
+    subsets = list(itertools.combinations(range(n), k))
+    idx = torch.tensor(subsets, dtype=torch.long)  # [C, k]
+    member = torch.zeros(len(subsets), n, dtype=torch.float64)
+    member.scatter_(1, idx, 1.0)
+    mx = rewards[:, idx].max(dim=-1).values  # [M, C]
+    w = rho[:, idx].prod(dim=-1)  # [M, C]
+    return (w * mx) @ member / math.comb(n, k)
+
+
+def run_offpolicy(
+    setting: Setting,
+    n: int,
+    k: int,
+    distances: Sequence[float],
+    *,
+    groups: int,
+    seed: int,
+    max_multisets: int = 100_000,
+    exact_is_max_subsets: int = 5000,
+) -> pd.DataFrame:
+    """Error of the off-policy estimators at ``theta_old + d u`` as the distance d grows."""
+    import torch
+
+    from maxk.analysis.stats import derive_seed
+    from maxk.objectives import bon_rewards, compute_advantages, offpolicy_bon_rewards
+
+    theta_old = torch.tensor(setting.logits, dtype=torch.float64)
+    pi_old = torch.softmax(theta_old, dim=-1)
+    u_rng = np.random.default_rng(derive_seed(seed, "lab-direction", setting.name))
+    u = u_rng.standard_normal(len(setting.logits))
+    u -= u.mean()  # a logit shift along 1 changes nothing
+    u /= np.linalg.norm(u)
+    y, prob, exact = _ensemble(
+        pi_old,
+        n,
+        groups=groups,
+        seed=derive_seed(seed, "lab-off", setting.name, n),
+        max_multisets=max_multisets,
+    )
+    rewards = torch.tensor(setting.rewards, dtype=torch.float64)[y]
+    rows = []
+    for d in distances:
+        theta = theta_old + float(d) * torch.tensor(u)
+        pi = torch.softmax(theta, dim=-1)
+        rho = pi[y] / pi_old[y]
+        deltas = rho - 1.0
+        _, true = exact_gradient(theta.tolist(), setting.rewards, k)
+        weights = {
+            "zeroth_order": bon_rewards(rewards, k),
+            "first_order": offpolicy_bon_rewards(rewards, deltas, k),
+            "offpolicy_bon": compute_advantages("offpolicy_bon", rewards, k=k, deltas=deltas),
+        }
+        if math.comb(n, k) <= exact_is_max_subsets:
+            weights["exact_is"] = _exact_is_weights(rewards, rho, k)
+        for est, w in weights.items():
+            g = _grad_estimates(y, w, pi).numpy()
+            rows.append(
+                {
+                    "setting": setting.name,
+                    "n": n,
+                    "k": k,
+                    "distance": float(d),
+                    "estimator": est,
+                    "max_delta": float(deltas.abs().max()),
+                }
+                | _summarise(g, prob, true, exact)
+            )
+    return pd.DataFrame(rows)
+
+
+def settings_from_config(cfg: Mapping) -> list[Setting]:
+    return [Setting(name, tuple(s["rewards"]), tuple(s["logits"])) for name, s in cfg["settings"].items()]
+
+
+def run_lab(cfg: Mapping, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The whole lab from an ``analysis.lab`` config section: (on-policy table, off-policy table)."""
+    on, off = [], []
+    for s in settings_from_config(cfg):
+        on.append(
+            run_onpolicy(
+                s,
+                cfg["n"],
+                cfg["k"],
+                groups=cfg["groups"],
+                seed=seed,
+                max_multisets=cfg.get("max_multisets", 100_000),
+            )
+        )
+        op = cfg["offpolicy"]
+        off.append(
+            run_offpolicy(
+                s,
+                op["n"],
+                op["k"],
+                op["distances"],
+                groups=cfg["groups"],
+                seed=seed,
+                max_multisets=cfg.get("max_multisets", 100_000),
+                exact_is_max_subsets=op.get("exact_is_max_subsets", 5000),
+            )
+        )
+    return pd.concat(on, ignore_index=True), pd.concat(off, ignore_index=True)
+
+
+def plot_lab(on: pd.DataFrame, off: pd.DataFrame, stem_prefix: str, *, plot_k: int, plot_n: int) -> list:
+    """Three figures: bias and noise vs n (k fixed), bias vs k (n fixed), off-policy error vs d."""
+    import seaborn as sns
+
+    from maxk.analysis.figures import save_figure, setup_matplotlib
+
+    plt = setup_matplotlib()
+    paths = []
+    settings = list(dict.fromkeys(on["setting"]))
+    # offpolicy_bon with deltas = 0 equals bon_mean exactly (kept in the CSV, not drawn twice).
+    hue_order = [e for e in ESTIMATORS if e in set(on["estimator"]) and e != "offpolicy_bon"]
+    on = on[on["estimator"].isin(hue_order)]
+
+    fig, axes = plt.subplots(len(settings), 3, figsize=(12, 3.2 * len(settings)), squeeze=False)
+    for i, s in enumerate(settings):
+        sub = on[on["setting"] == s]
+        a = sub[sub["k"] == plot_k]
+        b = sub[sub["n"] == plot_n]
+        for ax, data, x, y, ylab in (
+            (axes[i][0], a, "n", "direction_bias", f"direction bias, sin∠ (k={plot_k})"),
+            (axes[i][1], a, "n", "noise_to_signal", f"trace Cov / |E g|² (k={plot_k})"),
+            (axes[i][2], b, "k", "direction_bias", f"direction bias, sin∠ (n={plot_n})"),
+        ):
+            sns.lineplot(
+                data=data,
+                x=x,
+                y=y,
+                hue="estimator",
+                hue_order=hue_order,
+                style="estimator",
+                markers=True,
+                dashes=False,
+                ax=ax,
+                legend=(ax is axes[0][2]),
+            )
+            ax.set_xscale("log", base=2)
+            if y == "noise_to_signal":
+                ax.set_yscale("log")
+            ax.set_ylabel(ylab)
+            ax.set_title(f"{s} rewards")
+        floor = a[(a["estimator"] == "bon_raw") & (a["mc_se"] > 0)][["n", "mc_se"]]
+        if len(floor):
+            axes[i][0].plot(floor["n"], floor["mc_se"], color="grey", linestyle=":", label="MC noise floor")
+    if axes[0][2].get_legend() is not None:
+        sns.move_legend(axes[0][2], "upper left", bbox_to_anchor=(1.02, 1), frameon=False)
+    fig.tight_layout()
+    paths += save_figure(fig, f"{stem_prefix}onpolicy")
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, len(settings), figsize=(4.5 * len(settings), 3.4), squeeze=False)
+    for i, s in enumerate(settings):
+        sub = off[(off["setting"] == s) & (off["distance"] > 0)]
+        raw = sub[sub["estimator"] != "offpolicy_bon"].copy()
+        # exact expectations reach ~1e-15 (round-off); draw them at a visible floor instead.
+        raw["relative_bias"] = raw["relative_bias"].clip(lower=1e-6)
+        ax = axes[0][i]
+        sns.lineplot(
+            data=raw,
+            x="distance",
+            y="relative_bias",
+            hue="estimator",
+            style="estimator",
+            markers=True,
+            dashes=False,
+            ax=ax,
+            legend=(i == len(settings) - 1),
+        )
+        se = raw[raw["estimator"] == "first_order"]
+        if (se["mc_se"] > 0).any():
+            ax.plot(se["distance"], se["mc_se"], color="grey", linestyle=":", label="MC noise floor")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("off-policy distance d (logit shift norm)")
+        ax.set_ylabel("|E g − ∇max@k| / |∇max@k|  (floor 1e-6)")
+        n, k = int(sub["n"].iloc[0]), int(sub["k"].iloc[0])
+        ax.set_title(f"{s} rewards, n={n}, k={k}")
+    fig.tight_layout()
+    paths += save_figure(fig, f"{stem_prefix}offpolicy")
+    plt.close(fig)
+    return paths

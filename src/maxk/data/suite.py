@@ -1,0 +1,661 @@
+"""The embedded task suite: a deterministic, seeded generator of small programming problems.
+
+It stands in for CodeContests (family ``stdio``: read stdin, print) and MBPP (family ``call``: write a
+function) on a CPU, for a tiny model trained from scratch in minutes. Design choices:
+
+- **Short programs from a small vocabulary of idioms**: read an integer / a pair / a list, apply 1-4
+  composed operations (``x = x + 3``, ``a = [v for v in a if v % 2 == 0]``, ``x = sum(a)``, ...), maybe
+  branch on a condition, print (or return). Every reference is written in one consistent style, so a
+  few-M-parameter model can learn the mapping statement -> code.
+- **Difficulty 1-5** = the number of composed units: each operation, the list reduction or the pair
+  combination, a branch (plus the operations inside it), a YES/NO verdict, a loop over test cases.
+- **Varied statements**: several phrasings per operation, intro, output sentence and layout (prose,
+  "First ..., then ...", numbered steps), so the model cannot rely on one template.
+- **Partial credit**: test inputs are chosen to cover every path (each branch, both verdicts, empty
+  list, zero, negatives, ties) round-robin, so a program right on one branch only earns a fraction.
+  The first test is the example printed in the statement. Degenerate problems (all expected outputs
+  equal, a path never taken) are rejected.
+- **Deterministic**: ``random.Random`` seeded from a string (stable across processes and
+  ``PYTHONHASHSEED``); no set iteration; duplicate programs (same reference) are rejected, so a split of
+  one pool never puts the same task in train and test.
+
+Expected outputs are computed by a small interpreter of the problem's spec (``_run``), independently
+of the rendered reference code; the tests check that the reference reproduces them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_LEVEL_WEIGHTS = {1: 0.05, 2: 0.2, 3: 0.3, 4: 0.25, 5: 0.2}
+CALL_NAMES = ("solve", "compute", "transform", "process", "calc", "apply_steps", "result_of", "evaluate")
+
+
+# --------------------------------------------------------------------------- vocabulary
+@dataclass(frozen=True)
+class Op:
+    """A scalar operation on ``x``: code template, phrasings, semantics, constant range."""
+
+    name: str
+    code: str
+    phrases: tuple[str, ...]
+    fn: Callable[[int, int], int]
+    kmin: int = 0
+    kmax: int = 0
+
+
+SCALAR_OPS: tuple[Op, ...] = (
+    Op("add", "x = x + {k}", ("add {k} to x", "increase x by {k}"), lambda x, k: x + k, 1, 15),
+    Op("sub", "x = x - {k}", ("subtract {k} from x", "decrease x by {k}"), lambda x, k: x - k, 1, 15),
+    Op("mul", "x = x * {k}", ("multiply x by {k}", "replace x with x times {k}"), lambda x, k: x * k, 2, 9),
+    Op("div", "x = x // {k}", ("divide x by {k}, rounding down", "integer-divide x by {k} (round down)"),
+       lambda x, k: x // k, 2, 9),
+    Op("mod", "x = x % {k}", ("replace x with x modulo {k}", "take the remainder of x divided by {k}"),
+       lambda x, k: x % k, 2, 9),
+    Op("square", "x = x * x", ("square x", "replace x with its square"), lambda x, k: x * x),
+    Op("abs", "x = abs(x)", ("take the absolute value of x", "replace x with its absolute value"),
+       lambda x, k: abs(x)),
+    Op("neg", "x = -x", ("negate x", "change the sign of x"), lambda x, k: -x),
+    Op("max", "x = max(x, {k})", ("replace x with the larger of x and {k}",), lambda x, k: max(x, k),
+       -5, 10),
+    Op("min", "x = min(x, {k})", ("replace x with the smaller of x and {k}",), lambda x, k: min(x, k),
+       -5, 10),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Cond:
+    name: str
+    code: str  # with {v} and {k}
+    phrase: str
+    fn: Callable[[int, int], bool]
+    kmin: int = 0
+    kmax: int = 0
+
+
+CONDS: tuple[Cond, ...] = (
+    Cond("even", "{v} % 2 == 0", "{v} is even", lambda v, k: v % 2 == 0),
+    Cond("odd", "{v} % 2 == 1", "{v} is odd", lambda v, k: v % 2 == 1),
+    Cond("gt", "{v} > {k}", "{v} is greater than {k}", lambda v, k: v > k, -3, 10),
+    Cond("lt", "{v} < {k}", "{v} is less than {k}", lambda v, k: v < k, -3, 10),
+    Cond("divisible", "{v} % {k} == 0", "{v} is divisible by {k}", lambda v, k: v % k == 0, 3, 7),
+)
+
+PAIR_COMBINES: dict[str, tuple[str, tuple[str, ...], Callable[[int, int], int]]] = {
+    "sum": ("x = a + b", ("the sum of a and b", "a plus b"), lambda a, b: a + b),
+    "diff": ("x = a - b", ("a minus b", "the difference a - b"), lambda a, b: a - b),
+    "prod": ("x = a * b", ("the product of a and b", "a times b"), lambda a, b: a * b),
+    "max": ("x = max(a, b)", ("the larger of a and b", "the maximum of a and b"), max),
+    "min": ("x = min(a, b)", ("the smaller of a and b", "the minimum of a and b"), min),
+    "absdiff": ("x = abs(a - b)", ("the absolute difference of a and b",), lambda a, b: abs(a - b)),
+}
+
+REDUCES: dict[str, tuple[str, tuple[str, ...], Callable[[list[int]], int], bool]] = {
+    # name: (code, phrases, fn, needs a non-empty list)
+    "sum": ("x = sum(a)", ("the sum of the elements of a", "the sum of a"), sum, False),
+    "len": ("x = len(a)", ("the number of elements in a", "the length of a"), len, False),
+    "max": ("x = max(a)", ("the largest element of a", "the maximum of a"), max, True),
+    "min": ("x = min(a)", ("the smallest element of a", "the minimum of a"), min, True),
+}
+
+LIST_MAPS: dict[str, tuple[str, tuple[str, ...], Callable[[int, int], int], int, int]] = {
+    "mul": ("a = [v * {k} for v in a]", ("multiply every element of a by {k}",), lambda v, k: v * k, 2, 5),
+    "add": ("a = [v + {k} for v in a]", ("add {k} to every element of a",), lambda v, k: v + k, 1, 9),
+    "abs": ("a = [abs(v) for v in a]", ("replace every element of a with its absolute value",),
+            lambda v, k: abs(v), 0, 0),
+    "square": ("a = [v * v for v in a]", ("square every element of a",), lambda v, k: v * v, 0, 0),
+}  # fmt: skip
+
+
+# --------------------------------------------------------------------------- spec
+@dataclass
+class Spec:
+    """Abstract problem: rendered into statement, reference and tests."""
+
+    family: str
+    shape: str  # scalar | pair | list_reduce | list_out
+    multi: bool = False
+    combine: str | None = None
+    reduce: str | None = None
+    list_ops: list[tuple[str, str, int]] = field(default_factory=list)  # (kind map|filter|sort|rev, name, k)
+    ops: list[tuple[str, int]] = field(default_factory=list)
+    branch: tuple[str, int, list[tuple[str, int]], list[tuple[str, int]]] | None = None
+    verdict: tuple[str, int] | None = None  # final YES/NO (stdio) or True/False (call) condition
+
+    def level(self) -> int:
+        n = len(self.ops) + len(self.list_ops)
+        n += {"scalar": 0, "pair": 1, "list_reduce": 1, "list_out": 0}[self.shape]
+        if self.branch:
+            n += 1 + len(self.branch[2]) + len(self.branch[3])
+        n += bool(self.verdict) + bool(self.multi)
+        return n
+
+
+_OPS = {op.name: op for op in SCALAR_OPS}
+_CONDS = {c.name: c for c in CONDS}
+
+
+def _k(rng: random.Random, lo: int, hi: int) -> int:
+    return rng.randint(lo, hi) if hi > lo else lo
+
+
+def _rand_ops(rng: random.Random, n: int, prev: str | None = None) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for _ in range(n):
+        choices = [op for op in SCALAR_OPS if op.name != prev]
+        op = rng.choice(choices)
+        out.append((op.name, _k(rng, op.kmin, op.kmax)))
+        prev = op.name
+    return out
+
+
+def _rand_cond(rng: random.Random) -> tuple[str, int]:
+    c = rng.choice(CONDS)
+    return c.name, _k(rng, c.kmin, c.kmax)
+
+
+def _sample_spec(rng: random.Random, family: str, level: int) -> Spec | None:
+    """A random spec of exactly ``level`` units, or None (caller retries)."""
+    shapes = ["scalar", "pair", "list_reduce", "list_out"]
+    shape = rng.choices(shapes, weights=[4, 2, 3, 2])[0]
+    spec = Spec(family=family, shape=shape)
+    budget = level - {"scalar": 0, "pair": 1, "list_reduce": 1, "list_out": 0}[shape]
+    if shape == "pair":
+        spec.combine = rng.choice(sorted(PAIR_COMBINES))
+    if shape in ("list_reduce", "list_out"):
+        n_list = rng.randint(1 if shape == "list_out" else 0, min(2, max(budget, 0)))
+        for _ in range(n_list):
+            kind = rng.choices(["map", "filter", "sort", "rev"], weights=[3, 4, 1, 1])[0]
+            if kind == "map":
+                name = rng.choice(sorted(LIST_MAPS))
+                _, _, _, lo, hi = LIST_MAPS[name]
+                spec.list_ops.append(("map", name, _k(rng, lo, hi)))
+            elif kind == "filter":
+                name, k = _rand_cond(rng)
+                spec.list_ops.append(("filter", name, k))
+            else:
+                spec.list_ops.append((kind, kind, 0))
+        budget -= n_list
+        if shape == "list_reduce":
+            names = sorted(REDUCES)
+            if any(kind == "filter" for kind, _, _ in spec.list_ops):
+                names = [r for r in names if not REDUCES[r][3]]
+            spec.reduce = rng.choice(names)
+        if shape == "list_out":
+            if budget != 0:
+                return None
+            return spec
+    if family == "stdio" and shape == "scalar" and level >= 3 and rng.random() < 0.25:
+        spec.multi = True
+        budget -= 1
+    if level >= 2 and rng.random() < 0.25:
+        spec.verdict = _rand_cond(rng)
+        budget -= 1
+    if level >= 3 and rng.random() < 0.5 and budget >= 2:
+        budget -= 1
+        inner = rng.randint(1, min(budget, 3))
+        n_then = rng.randint(1, inner)
+        cname, k = _rand_cond(rng)
+        spec.ops = _rand_ops(rng, budget - inner)
+        spec.branch = (cname, k, _rand_ops(rng, n_then), _rand_ops(rng, inner - n_then))
+        return spec
+    if budget < 0 or (budget == 0 and shape == "scalar"):
+        return None
+    spec.ops = _rand_ops(rng, budget)
+    return spec
+
+
+# --------------------------------------------------------------------------- semantics
+def _apply_ops(x: int, ops: list[tuple[str, int]]) -> int:
+    for name, k in ops:
+        x = _OPS[name].fn(x, k)
+    return x
+
+
+def _cond(name: str, k: int, v: int) -> bool:
+    return _CONDS[name].fn(v, k)
+
+
+def _run(spec: Spec, arg: Any, force: bool | None = None) -> tuple[Any, tuple]:
+    """Evaluate the spec on one input; return (result, path signature for test selection).
+
+    ``force`` overrides the branch condition (used to check that each branch matters).
+    """
+    path: list[Any] = []
+    if spec.shape == "scalar":
+        x = arg
+    elif spec.shape == "pair":
+        x = PAIR_COMBINES[spec.combine][2](*arg)
+        path.append((arg[0] > arg[1]) - (arg[0] < arg[1]))
+    else:
+        a = list(arg)
+        path.append(len(a) == 0)
+        for kind, name, k in spec.list_ops:
+            if kind == "map":
+                a = [LIST_MAPS[name][2](v, k) for v in a]
+            elif kind == "filter":
+                before = len(a)
+                a = [v for v in a if _cond(name, k, v)]
+                path.append((len(a) == 0, len(a) == before))
+            elif kind == "sort":
+                a = sorted(a)
+            else:
+                a = a[::-1]
+        if spec.shape == "list_out":
+            return a, tuple(path)
+        if REDUCES[spec.reduce][3] and not a:
+            raise ValueError("empty list for max/min")
+        x = REDUCES[spec.reduce][2](a)
+    x = _apply_ops(x, spec.ops)
+    if spec.branch:
+        cname, k, then_ops, else_ops = spec.branch
+        taken = _cond(cname, k, x)
+        path.append(taken)
+        taken = taken if force is None else force
+        x = _apply_ops(x, then_ops if taken else else_ops)
+    if spec.verdict:
+        v = _cond(spec.verdict[0], spec.verdict[1], x)
+        path.append(v)
+        return v, tuple(path)
+    return x, tuple(path)
+
+
+# --------------------------------------------------------------------------- rendering
+def _indent(lines: list[str], n: int) -> list[str]:
+    return [" " * n + line for line in lines]
+
+
+def _ops_code(ops: list[tuple[str, int]]) -> list[str]:
+    return [_OPS[name].code.format(k=k) for name, k in ops]
+
+
+def _cond_code(name: str, k: int, v: str = "x") -> str:
+    return _CONDS[name].code.format(v=v, k=k)
+
+
+def _body_code(spec: Spec) -> list[str]:
+    """Code after the input has been read into x / a, b / a (before output)."""
+    lines: list[str] = []
+    if spec.shape == "pair":
+        lines.append(PAIR_COMBINES[spec.combine][0])
+    if spec.shape in ("list_reduce", "list_out"):
+        for kind, name, k in spec.list_ops:
+            if kind == "map":
+                lines.append(LIST_MAPS[name][0].format(k=k))
+            elif kind == "filter":
+                lines.append(f"a = [v for v in a if {_cond_code(name, k, 'v')}]")
+            elif kind == "sort":
+                lines.append("a = sorted(a)")
+            else:
+                lines.append("a = a[::-1]")
+        if spec.shape == "list_reduce":
+            lines.append(REDUCES[spec.reduce][0])
+    lines += _ops_code(spec.ops)
+    if spec.branch:
+        cname, k, then_ops, else_ops = spec.branch
+        lines.append(f"if {_cond_code(cname, k)}:")
+        lines += _indent(_ops_code(then_ops), 4)
+        if else_ops:
+            lines.append("else:")
+            lines += _indent(_ops_code(else_ops), 4)
+    return lines
+
+
+def render_reference(spec: Spec, entry_point: str = "solve") -> str:
+    body = _body_code(spec)
+    if spec.family == "call":
+        params = {"scalar": "x", "pair": "a, b", "list_reduce": "a", "list_out": "a"}[spec.shape]
+        if spec.shape == "list_out":
+            ret = "return a"
+        elif spec.verdict:
+            ret = f"return {_cond_code(*spec.verdict)}"
+        else:
+            ret = "return x"
+        return "\n".join([f"def {entry_point}({params}):", *_indent([*body, ret], 4)]) + "\n"
+    read = {
+        "scalar": ["x = int(input())"],
+        "pair": ["a, b = map(int, input().split())"],
+        "list_reduce": ["n = int(input())", "a = list(map(int, input().split()))"],
+        "list_out": ["n = int(input())", "a = list(map(int, input().split()))"],
+    }[spec.shape]
+    if spec.shape == "list_out":
+        out = "print(*a)"
+    elif spec.verdict:
+        out = f'print("YES" if {_cond_code(*spec.verdict)} else "NO")'
+    else:
+        out = "print(x)"
+    lines = [*read, *body, out]
+    if spec.multi:
+        lines = ["t = int(input())", "for _ in range(t):", *_indent(lines, 4)]
+    return "\n".join(lines) + "\n"
+
+
+def _phrase(rng: random.Random, phrases: tuple[str, ...], **kw: Any) -> str:
+    return rng.choice(phrases).format(**kw)
+
+
+def _op_phrase(rng: random.Random, name: str, k: int) -> str:
+    return _phrase(rng, _OPS[name].phrases, k=k)
+
+
+def _cond_phrase(name: str, k: int, v: str = "x") -> str:
+    return _CONDS[name].phrase.format(v=v, k=k)
+
+
+def _join_ops(rng: random.Random, ops: list[tuple[str, int]]) -> str:
+    parts = [_op_phrase(rng, n, k) for n, k in ops]
+    if len(parts) == 1:
+        return parts[0]
+    return ", then ".join(parts) if rng.random() < 0.5 else ", ".join(parts[:-1]) + " and then " + parts[-1]
+
+
+def _cap(s: str) -> str:
+    return s[:1].upper() + s[1:]
+
+
+def _steps(rng: random.Random, spec: Spec) -> list[str]:
+    """The statement's step sentences (without intro/output)."""
+    steps: list[str] = []
+    if spec.shape == "pair":
+        steps.append(f"let x be {_phrase(rng, PAIR_COMBINES[spec.combine][1])}")
+    for kind, name, k in spec.list_ops:
+        if kind == "map":
+            steps.append(_phrase(rng, LIST_MAPS[name][1], k=k))
+        elif kind == "filter":
+            steps.append(
+                rng.choice(
+                    ["keep only the elements v of a where {c}", "remove from a every element v unless {c}"]
+                ).format(c=_cond_phrase(name, k, "v"))
+            )
+        elif kind == "sort":
+            steps.append(rng.choice(["sort a in increasing order", "sort a from smallest to largest"]))
+        else:
+            steps.append(rng.choice(["reverse a", "reverse the order of a"]))
+    if spec.shape == "list_reduce":
+        steps.append(f"let x be {_phrase(rng, REDUCES[spec.reduce][1])}")
+    steps += [_op_phrase(rng, n, k) for n, k in spec.ops]
+    if spec.branch:
+        cname, k, then_ops, else_ops = spec.branch
+        s = f"if {_cond_phrase(cname, k)}, {_join_ops(rng, then_ops)}"
+        if else_ops:
+            s += f"; otherwise, {_join_ops(rng, else_ops)}"
+        steps.append(s)
+    return steps
+
+
+def _layout(rng: random.Random, steps: list[str]) -> str:
+    if not steps:
+        return ""
+    style = rng.randrange(3)
+    if style == 0 or len(steps) == 1:
+        return " ".join(_cap(s) + "." for s in steps)
+    if style == 1:
+        words = ["First", "Then", "Next", "After that", "Finally"]
+        out = []
+        for i, s in enumerate(steps):
+            w = words[0] if i == 0 else (words[-1] if i == len(steps) - 1 else words[1 + (i - 1) % 3])
+            out.append(f"{w}, {s}.")
+        return " ".join(out)
+    return "\n".join(f"{i + 1}. {_cap(s)}." for i, s in enumerate(steps))
+
+
+def _fmt_stdin(spec: Spec, arg: Any) -> str:
+    if spec.shape == "scalar":
+        return f"{arg}\n"
+    if spec.shape == "pair":
+        return f"{arg[0]} {arg[1]}\n"
+    return f"{len(arg)}\n{' '.join(map(str, arg))}\n"
+
+
+def _fmt_stdout(spec: Spec, result: Any) -> str:
+    if spec.shape == "list_out":
+        return " ".join(map(str, result)) + "\n"
+    if isinstance(result, bool):
+        return ("YES" if result else "NO") + "\n"
+    return f"{result}\n"
+
+
+def render_statement(rng: random.Random, spec: Spec, example: tuple[str, str], entry_point: str) -> str:
+    steps = _steps(rng, spec)
+    if spec.family == "call":
+        params = {"scalar": "x", "pair": "a, b", "list_reduce": "a", "list_out": "a"}[spec.shape]
+        what = {
+            "scalar": "an integer x",
+            "pair": "two integers a and b",
+            "list_reduce": "a list of integers a",
+            "list_out": "a list of integers a",
+        }[spec.shape]
+        intro = rng.choice(
+            ["Write a function {f}({p}) that takes {w}.", "Define {f}({p}), given {w}."]
+        ).format(f=entry_point, p=params, w=what)
+        if spec.shape == "list_out":
+            out = rng.choice(["Return the resulting list.", "Return a."])
+        elif spec.verdict:
+            out = f"Return True if {_cond_phrase(*spec.verdict)}, otherwise False."
+        else:
+            out = rng.choice(["Return x.", "Return the final value of x."])
+        body = _layout(rng, steps)
+        sep = "\n" if "\n" in body else " "
+        text = intro + (sep + body if body else "") + sep + out
+        return text + f"\nExample: {example[0]} == {example[1]}"
+    intro = {
+        "scalar": ("Read an integer x.", "You are given an integer x.", "The input is a single integer x."),
+        "pair": ("Read two integers a and b.", "The input is one line with two integers a and b."),
+        "list_reduce": (
+            "The first line has n, the second line has n integers a.",
+            "Read an integer n and then a list a of n integers.",
+        ),
+    }
+    intro["list_out"] = intro["list_reduce"]
+    if spec.multi:
+        head = rng.choice(
+            [
+                "The first line has t. Each of the next t lines has an integer x. For each x:",
+                "Read t, then t integers x, one per line. For every x:",
+            ]
+        )
+    else:
+        head = rng.choice(intro[spec.shape])
+    if spec.shape == "list_out":
+        out = rng.choice(["Print the elements of a separated by spaces.", "Print a on one line."])
+    elif spec.verdict:
+        out = f"Print YES if {_cond_phrase(*spec.verdict)}, otherwise print NO."
+    else:
+        out = rng.choice(["Print x.", "Print the final value of x.", "Output x."])
+    if spec.multi:
+        out = out[:-1] + ", one line per x."
+    body = _layout(rng, steps)
+    sep = "\n" if "\n" in body else " "
+    text = head + (sep + body if body else "") + ("\n" if "\n" in body else " ") + out
+    return text + f"\nExample input:\n{example[0]}Example output:\n{example[1]}"
+
+
+# --------------------------------------------------------------------------- tests
+def _candidate_args(rng: random.Random, spec: Spec, n: int) -> list[Any]:
+    ks = [k for _, k in spec.ops] + ([spec.branch[1]] if spec.branch else [])
+    ks += [spec.verdict[1]] if spec.verdict else []
+    if spec.shape == "scalar":
+        pool = [0, 1, -1, 2, -2, 3, 5, 7, 10, -7, 12, 15, -12, 20]
+        pool += [k + d for k in ks for d in (-1, 0, 1)]
+        pool += [rng.randint(-25, 30) for _ in range(n)]
+        return pool
+    if spec.shape == "pair":
+        fixed = [(3, 5), (5, 3), (4, 4), (-2, 6), (7, -3), (0, 0), (-5, -8), (10, 1)]
+        return fixed + [(rng.randint(-12, 15), rng.randint(-12, 15)) for _ in range(n)]
+    need_nonempty = spec.shape == "list_reduce" and REDUCES[spec.reduce][3]
+    out: list[Any] = [] if need_nonempty else [[]]
+    out += [[4], [-3], [2, 4, 6], [1, 3, 5], [5, -2, 0, 7], [10, 3, 8, 1, 6]]
+    for _ in range(n):
+        out.append([rng.randint(-9, 12) for _ in range(rng.randint(1, 6))])
+    return out
+
+
+def _informative(arg: Any, res: Any) -> int:
+    """How useful a test is as the statement's example: a non-trivial input and result."""
+    score = 0
+    if isinstance(res, bool) or res not in (0, []):
+        score += 2
+    if arg not in (0, [], (0, 0)):
+        score += 1
+    if isinstance(arg, list) and len(arg) > 4:
+        score -= 1
+    return score
+
+
+def _make_tests(rng: random.Random, spec: Spec, num_tests: int) -> list[tuple[Any, Any]] | None:
+    """Pick ``num_tests`` (input, result) pairs covering every path round-robin, or None if degenerate."""
+    groups: dict[tuple, list[tuple[Any, Any]]] = {}
+    order: list[tuple] = []
+    seen: set[str] = set()
+    for arg in _candidate_args(rng, spec, 30):
+        key = repr(arg)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            res, path = _run(spec, arg)
+        except (ValueError, ZeroDivisionError):
+            continue
+        if isinstance(res, int) and not isinstance(res, bool) and abs(res) > 10**9:
+            continue
+        if path not in groups:
+            groups[path] = []
+            order.append(path)
+        groups[path].append((arg, res))
+    for g in groups.values():
+        rng.shuffle(g)
+    picked: list[tuple[Any, Any]] = []
+    while len(picked) < num_tests and any(groups.values()):
+        for p in order:
+            if groups[p] and len(picked) < num_tests:
+                picked.append(groups[p].pop())
+    if len(picked) < num_tests:
+        return None
+    best = max(range(len(picked)), key=lambda i: (_informative(*picked[i]), -i))
+    picked.insert(0, picked.pop(best))
+    results = [repr(r) for _, r in picked]
+    if len(set(results)) < min(3, num_tests) and not spec.verdict:
+        return None
+    if spec.verdict and len(set(results)) < 2:
+        return None
+    if spec.branch:
+        # both "always then" and "always else" must be wrong on some test: each branch matters
+        for force in (True, False):
+            if all(_run(spec, a, force)[0] == r for a, r in picked):
+                return None
+    return picked
+
+
+def _call_case(entry_point: str, spec: Spec, arg: Any, res: Any) -> str:
+    args = f"{arg[0]}, {arg[1]}" if spec.shape == "pair" else repr(arg)
+    return f"assert {entry_point}({args}) == {res!r}"
+
+
+def _multi_cases(rng: random.Random, picked: list[tuple[Any, Any]], spec: Spec) -> list[dict[str, str]]:
+    """Group single-x tests into multi-test-case inputs of 1-3 values each."""
+    cases = []
+    i = 0
+    while i < len(picked):
+        size = 1 if i == 0 else rng.randint(1, 3)
+        chunk = picked[i : i + size]
+        i += size
+        inp = f"{len(chunk)}\n" + "".join(f"{a}\n" for a, _ in chunk)
+        out = "".join(_fmt_stdout(spec, r) for _, r in chunk)
+        cases.append({"input": inp, "output": out})
+    return cases
+
+
+# --------------------------------------------------------------------------- public API
+def make_problem(
+    rng: random.Random, family: str, level: int, index: int, num_tests: int
+) -> dict[str, Any] | None:
+    spec = _sample_spec(rng, family, level)
+    if spec is None or spec.level() != level:
+        return None
+    picked = _make_tests(rng, spec, num_tests)
+    if picked is None:
+        return None
+    entry = rng.choice(CALL_NAMES) if family == "call" else "solve"
+    reference = render_reference(spec, entry)
+    if family == "call":
+        ex_arg, ex_res = picked[0]
+        args = f"{ex_arg[0]}, {ex_arg[1]}" if spec.shape == "pair" else repr(ex_arg)
+        example = (f"{entry}({args})", repr(ex_res))
+        tests: dict[str, Any] = {
+            "format": "call",
+            "entry_point": entry,
+            "setup": "",
+            "cases": [_call_case(entry, spec, a, r) for a, r in picked],
+        }
+    else:
+        if spec.multi:
+            cases = _multi_cases(rng, picked, spec)
+        else:
+            cases = [{"input": _fmt_stdin(spec, a), "output": _fmt_stdout(spec, r)} for a, r in picked]
+        example = (cases[0]["input"], cases[0]["output"])
+        tests = {"format": "stdio", "cases": cases}
+    prompt = render_statement(rng, spec, example, entry)
+    return {
+        "id": f"suite/{family}-{index:05d}",
+        "source": "suite",
+        "prompt": prompt,
+        "difficulty": level,
+        "tests": tests,
+        "reference": reference,
+        "time_limit": None,
+        "meta": {"family": family, "shape": spec.shape, "num_branches": int(bool(spec.branch))},
+    }
+
+
+def generate_suite(
+    family: str = "stdio",
+    n: int = 100,
+    seed: int = 0,
+    *,
+    level_weights: dict[int, float] | None = None,
+    num_tests: int = 8,
+    max_tries: int = 200,
+) -> list[dict[str, Any]]:
+    """``n`` distinct problems of ``family`` ("stdio", "call" or "mixed:<call fraction>").
+
+    Levels are drawn from ``level_weights`` (default ``DEFAULT_LEVEL_WEIGHTS``); a level whose space
+    of distinct programs is exhausted is redrawn. Same arguments -> same problems, in the same order.
+    """
+    if family.startswith("mixed"):
+        frac = float(family.split(":", 1)[1]) if ":" in family else 0.2
+        n_call = round(n * frac)
+        return generate_suite("stdio", n - n_call, seed, level_weights=level_weights, num_tests=num_tests) + (
+            generate_suite("call", n_call, seed, level_weights=level_weights, num_tests=num_tests)
+        )
+    if family not in ("stdio", "call"):
+        raise ValueError(f"unknown suite family {family!r}; expected 'stdio', 'call' or 'mixed:<fraction>'")
+    weights = {int(k): float(v) for k, v in (level_weights or DEFAULT_LEVEL_WEIGHTS).items()}
+    for lvl in weights:
+        if not 1 <= lvl <= 5:
+            raise ValueError(f"suite levels are 1-5, got {lvl}")
+    levels = sorted(weights)
+    rng = random.Random(f"maxk-suite-{family}-{seed}")
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    exhausted: set[int] = set()
+    while len(out) < n:
+        live = [lv for lv in levels if lv not in exhausted and weights[lv] > 0]
+        if not live:
+            raise ValueError(f"cannot generate {n} distinct {family} problems with levels {levels}")
+        level = rng.choices(live, weights=[weights[lv] for lv in live])[0]
+        for _ in range(max_tries):
+            prob = make_problem(rng, family, level, len(out), num_tests)
+            if prob is None:
+                continue
+            key = prob["reference"].replace(prob["tests"].get("entry_point", "solve"), "f")
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(prob)
+            break
+        else:
+            exhausted.add(level)
+    return out

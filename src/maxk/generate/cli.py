@@ -1,0 +1,185 @@
+"""``maxk generate``: n samples per problem for one model and one dataset (or one shard of it);
+``maxk generate merge``: concatenate shards in order. Cheap to import (no torch here)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "generate",
+        help="sample n completions per problem (Parquet + manifest); 'merge' joins shards",
+        description=(
+            "Sample n completions per problem of one dataset with one model and write the samples "
+            "Parquet plus its manifest. Use 'maxk generate merge' to concatenate shards."
+        ),
+    )
+    p.add_argument("--model-path", help="HF model directory or hub id")
+    p.add_argument(
+        "--revision", default=None, help="hub revision (commit) of --model-path when it is a hub id"
+    )
+    p.add_argument("--model-name", help="name used for seeds and the manifest (e.g. 'base' or a run name)")
+    p.add_argument("--problems", help="problem records (results/data/{dataset}.jsonl.gz)")
+    p.add_argument("--dataset", help="dataset name for seeds and the manifest (default: file stem)")
+    p.add_argument("--output", help="samples Parquet to write (manifest goes beside it)")
+    p.add_argument("--shard", type=int, default=0, help="shard index (default 0)")
+    p.add_argument("--num-shards", type=int, default=1, help="number of shards (default 1)")
+    p.add_argument(
+        "--config-json",
+        default="{}",
+        help='JSON with "seed", "generate" (config section) and "prompt" (the prompt builder\'s section)',
+    )
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (transformers backend)")
+    p.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="ignore and do not write per-problem checkpoints (<output>.parts/) of an interrupted run",
+    )
+    p.set_defaults(handler=_generate)
+    msub = p.add_subparsers(dest="generate_command", metavar="SUBCOMMAND")
+    m = msub.add_parser("merge", help="concatenate shard Parquets in order (checks manifests)")
+    m.add_argument("--output", required=True, help="merged samples Parquet")
+    m.add_argument("shards", nargs="+", help="shard Parquets in shard order")
+    m.set_defaults(handler=_merge)
+
+
+def _load_problems(path: str) -> list[dict[str, Any]]:
+    from maxk.io import read_jsonl
+
+    problems = []
+    for lineno, row in read_jsonl(path):
+        for field in ("id", "prompt"):
+            if field not in row:
+                raise ValueError(f"{path}:{lineno}: problem {row.get('id', '?')!r} has no field {field!r}")
+        problems.append(row)
+    return problems
+
+
+def make_backend(
+    gen: dict[str, Any], model_path: str, *, seed: int, threads: int | None, revision: str | None = None
+) -> Any:
+    """The backend named by ``gen['backend']`` with its settings from the config section."""
+    backend = gen.get("backend", "transformers")
+    stop = gen.get("stop_tokens")
+    extra = {"stop_tokens": stop} if stop is not None else {}
+    if backend == "transformers":
+        from maxk.generate.hf import TransformersBackend
+
+        hf = gen.get("transformers", {})
+        return TransformersBackend(
+            model_path,
+            max_batch_size=hf.get("max_batch_size", 256),
+            dtype=hf.get("dtype", "float32"),
+            device=hf.get("device", "cpu"),
+            threads=threads,
+            revision=revision,
+            **extra,
+        )
+    if backend == "vllm":
+        from maxk.generate.vllm import VLLMBackend
+
+        v = gen.get("vllm", {})
+        return VLLMBackend(
+            model_path,
+            revision=revision,
+            tensor_parallel_size=v.get("tensor_parallel_size", 1),
+            gpu_memory_utilization=v.get("gpu_memory_utilization", 0.9),
+            max_model_len=v.get("max_model_len"),
+            dtype=v.get("dtype", "bfloat16"),
+            entropy_top_logprobs=v.get("entropy_top_logprobs", 20),
+            logprobs_mode=v.get("logprobs_mode", "processed_logprobs"),
+            enforce_eager=v.get("enforce_eager", False),
+            prompts_per_call=v.get("prompts_per_call", 64),
+            seed=seed,
+            **extra,
+        )
+    raise ValueError(f"unknown generate.backend {backend!r} (expected 'transformers' or 'vllm')")
+
+
+def prompt_functions(tokenizer: Any, prompt_config: dict[str, Any]) -> tuple[Any, Any]:
+    """``(build_prompt(problem) -> str, extract_program(completion, problem) -> str)`` from the data
+    stage (``maxk.data.prompts``); the prompt is built with the generating model's tokenizer."""
+    from maxk.data.prompts import build_prompt, extract_program
+
+    def build(problem: dict[str, Any]) -> str:
+        return build_prompt(problem, tokenizer, config=prompt_config)
+
+    return build, extract_program
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from maxk.cli import UserError
+
+    missing = [
+        f"--{k.replace('_', '-')}" for k in ("model_path", "problems", "output") if not getattr(args, k)
+    ]
+    if missing:
+        raise UserError(f"missing {', '.join(missing)}")
+    try:
+        config = json.loads(args.config_json)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--config-json is not valid JSON ({exc.msg})") from exc
+    from pathlib import Path
+
+    from maxk.generate.backends import SamplingParams
+    from maxk.generate.run import model_fingerprint, run_shard
+
+    gen = config.get("generate", {})
+    seed = int(config.get("seed", 0))
+    dataset = args.dataset or Path(args.problems).name.split(".")[0]
+    model_name = args.model_name or Path(args.model_path).name
+    try:
+        problems = _load_problems(args.problems)
+        if gen.get("max_problems") is not None:
+            problems = problems[: int(gen["max_problems"])]  # the first ones, in dataset order
+        params = SamplingParams(
+            n=gen.get("n", 256),
+            temperature=gen.get("temperature", 1.0),
+            top_p=gen.get("top_p", 1.0),
+            max_new_tokens=gen.get("max_new_tokens", 256),
+        )
+    except (OSError, ValueError) as exc:
+        raise UserError(str(exc)) from exc
+    try:
+        backend = make_backend(gen, args.model_path, seed=seed, threads=args.threads, revision=args.revision)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load model {args.model_path!r} for generation: {exc}") from exc
+    build, extract = prompt_functions(backend.tokenizer, config.get("prompt") or {})
+    manifest = run_shard(
+        problems=problems,
+        build_prompt=build,
+        extract=extract,
+        backend=backend,
+        params=params,
+        output=args.output,
+        model_name=model_name,
+        dataset=dataset,
+        base_seed=seed,
+        shard=args.shard,
+        num_shards=args.num_shards,
+        model_info=model_fingerprint(args.model_path, args.revision),
+        config=config,
+        resume=not args.no_resume,
+    )
+    s = manifest["stats"]
+    print(
+        f"{args.output}: {manifest['num_rows']} samples of {len(manifest['problem_ids'])} problems in "
+        f"{s['elapsed_s']:.1f}s ({s['samples_per_s']:.1f} samples/s, {s['tokens_per_s']:.0f} tokens/s; "
+        f"{s['resumed_problems']} problems resumed from checkpoints)"
+    )
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from maxk.cli import UserError
+    from maxk.generate.run import ShardError, merge_shards
+
+    try:
+        manifest = merge_shards(args.shards, args.output)
+    except ShardError as exc:
+        raise UserError(str(exc)) from exc
+    print(f"{args.output}: {manifest['num_rows']} rows from {len(args.shards)} shards")
+    return 0

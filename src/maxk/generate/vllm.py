@@ -1,0 +1,167 @@
+"""vLLM adapter (GPUs): one ``LLM`` per job, ``SamplingParams(n=..., seed=..., logprobs=...)`` per prompt.
+
+vLLM is imported lazily (it is in the ``gpu`` extra only). The adapter reads the documented fields of
+vLLM's outputs: ``RequestOutput.outputs`` -> ``CompletionOutput(index, text, token_ids,
+cumulative_logprob, logprobs, finish_reason, stop_reason)``, where ``logprobs`` is one
+``{token_id: Logprob(logprob, rank, decoded_token)}`` mapping per generated token (a list, or vLLM's
+``FlatLogprobs`` which behaves like one) containing the sampled token plus the top-``k`` tokens.
+
+Log-probs: the LLM is built with ``logprobs_mode="processed_logprobs"`` (configurable), so they refer to
+the distribution after temperature/top-p, like the transformers backend. Entropy: vLLM returns only the
+top-``k`` log-probs, so the entropy is **approximate** (``entropy_kind="approx"``): the top tokens'
+``-p log p`` plus the rest of the mass ``r`` as one bucket ``-r log r``. Merging outcomes can only lower
+entropy, so this is a lower bound of the exact value that tightens as ``k`` grows. With
+``entropy_top_logprobs: 0`` no entropy is computed (``entropy_kind="none"``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from maxk.generate.backends import Sample, SamplingParams, resolve_stop_token_ids
+
+DEFAULT_STOP_TOKENS: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>")
+
+
+def approx_entropy(position: Mapping[int, Any]) -> float:
+    """Lower-bound entropy from one position's returned log-probs (top-k plus the sampled token)."""
+    ps = [math.exp(lp.logprob) for lp in position.values() if lp.logprob > -math.inf]
+    h = -sum(p * math.log(p) for p in ps if p > 0)
+    rest = 1.0 - sum(ps)
+    if rest > 1e-12:
+        h -= rest * math.log(rest)
+    return h
+
+
+def convert_completion(output: Any, *, entropy_top_logprobs: int) -> Sample:
+    """One vLLM ``CompletionOutput`` -> :class:`Sample`. The sampled token's log-prob is read from
+    each position's mapping (vLLM always includes it); ``cumulative_logprob`` is the fallback."""
+    token_ids = list(output.token_ids)
+    if output.finish_reason not in ("stop", "length"):
+        raise RuntimeError(f"vLLM completion {output.index} finished with {output.finish_reason!r}")
+    positions = output.logprobs
+    if positions is not None and len(positions) != len(token_ids):
+        raise RuntimeError(f"vLLM returned {len(positions)} logprob positions for {len(token_ids)} tokens")
+    if positions is not None:
+        sum_logprob = float(sum(pos[tok].logprob for pos, tok in zip(positions, token_ids, strict=True)))
+    elif output.cumulative_logprob is not None:
+        sum_logprob = float(output.cumulative_logprob)
+    else:
+        raise RuntimeError("vLLM returned neither logprobs nor cumulative_logprob (request logprobs >= 0)")
+    if entropy_top_logprobs > 0 and positions is not None and token_ids:
+        mean_entropy: float | None = sum(approx_entropy(pos) for pos in positions) / len(token_ids)
+        kind = "approx"
+    else:
+        mean_entropy, kind = None, "none"
+    return Sample(
+        completion=output.text,
+        num_tokens=len(token_ids),
+        finish_reason=output.finish_reason,
+        sum_logprob=sum_logprob,
+        mean_entropy=mean_entropy,
+        entropy_kind=kind,
+        token_ids=token_ids,
+    )
+
+
+class VLLMBackend:
+    """See the module docstring. ``llm_factory`` and ``sampling_params_cls`` default to vLLM's ``LLM``
+    and ``SamplingParams``; tests pass stand-ins with the same signatures and output objects."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        revision: str | None = None,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        dtype: str = "bfloat16",
+        entropy_top_logprobs: int = 20,
+        logprobs_mode: str = "processed_logprobs",
+        enforce_eager: bool = False,
+        stop_tokens: Sequence[str] = DEFAULT_STOP_TOKENS,
+        seed: int = 0,
+        prompts_per_call: int = 64,
+        llm_factory: Callable[..., Any] | None = None,
+        sampling_params_cls: Callable[..., Any] | None = None,
+    ) -> None:
+        if llm_factory is None or sampling_params_cls is None:
+            try:
+                import vllm
+            except ImportError as exc:  # pragma: no cover - depends on the GPU environment
+                raise RuntimeError(
+                    "backend 'vllm' needs the gpu extra (pip install 'maxk[gpu]'); "
+                    "use backend 'transformers' on CPU"
+                ) from exc
+            llm_factory = llm_factory or vllm.LLM
+            sampling_params_cls = sampling_params_cls or vllm.SamplingParams
+        self.sampling_params_cls = sampling_params_cls
+        self.entropy_top_logprobs = int(entropy_top_logprobs)
+        self.entropy_kind = "approx" if self.entropy_top_logprobs > 0 else "none"
+        self.settings = {
+            "tensor_parallel_size": tensor_parallel_size,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "max_model_len": max_model_len,
+            "dtype": dtype,
+            "logprobs_mode": logprobs_mode,
+            "enforce_eager": enforce_eager,
+        }
+        self.llm = llm_factory(
+            model=model_path,
+            revision=revision,
+            seed=seed,
+            max_logprobs=max(self.entropy_top_logprobs, 20),
+            **self.settings,
+        )
+        self.prompts_per_call = int(prompts_per_call)
+        self.tokenizer = self.llm.get_tokenizer()
+        self.stop_token_ids = resolve_stop_token_ids(self.tokenizer, None, stop_tokens)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "entropy_kind": self.entropy_kind,
+            "entropy_top_logprobs": self.entropy_top_logprobs,
+            "prompts_per_call": self.prompts_per_call,
+            "stop_token_ids": self.stop_token_ids,
+            **self.settings,
+        }
+
+    def make_sampling_params(self, seed: int, params: SamplingParams) -> Any:
+        return self.sampling_params_cls(
+            n=params.n,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=0,
+            max_tokens=params.max_new_tokens,
+            seed=int(seed),
+            logprobs=self.entropy_top_logprobs,
+            stop_token_ids=self.stop_token_ids,
+            skip_special_tokens=True,
+        )
+
+    def generate(
+        self, prompts: Sequence[str], seeds: Sequence[int], params: SamplingParams
+    ) -> list[list[Sample]]:
+        if len(prompts) != len(seeds):
+            raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds")
+        sampling = [self.make_sampling_params(seed, params) for seed in seeds]
+        outputs = self.llm.generate(list(prompts), sampling, use_tqdm=False)
+        if len(outputs) != len(prompts):
+            raise RuntimeError(f"vLLM returned {len(outputs)} request outputs for {len(prompts)} prompts")
+        results = []
+        for request in outputs:
+            completions = sorted(request.outputs, key=lambda o: o.index)
+            if [o.index for o in completions] != list(range(params.n)):
+                raise RuntimeError(
+                    f"vLLM request {request.request_id}: expected completions 0..{params.n - 1}"
+                )
+            results.append(
+                [convert_completion(o, entropy_top_logprobs=self.entropy_top_logprobs) for o in completions]
+            )
+        return results

@@ -1,0 +1,208 @@
+"""``maxk base``: the embedded base model, built from scratch to PARTIAL competence.
+
+Steps (all sizes in ``config['base_model']``):
+
+1. a byte-level BPE tokenizer trained with ``tokenizers`` on the train split's statements and reference
+   solutions, with a ChatML chat template (``maxk.train.tiny``);
+2. a small random ``Qwen2ForCausalLM``;
+3. supervised fine-tuning with TRL's ``SFTTrainer`` on (prompt = ``build_prompt(problem, tokenizer)``,
+   completion = the reference in a ```python fence), loss on the completion only;
+4. a competence check on the test split: ``samples`` completions per problem at temperature 1, scored in
+   the sandbox; pass@1 and pass@n go into ``manifest.json`` (aim: 0.05 <= pass@1 <= 0.5 and
+   pass@n >= 2 pass@1, so RL has something to trade between exploitation and exploration).
+
+The directory is an ordinary HF model directory (``AutoModelForCausalLM``/``AutoTokenizer``), published
+whole (built beside the target, then renamed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from maxk.io import read_jsonl, write_json
+
+FENCE = "```python\n{code}```"
+
+
+def sft_completion(reference: str) -> str:
+    """The SFT target for a reference solution (TRL appends the eos token)."""
+    return FENCE.format(code=reference if reference.endswith("\n") else reference + "\n")
+
+
+def _tokenizer_texts(problems: list[dict[str, Any]], prompt_cfg: dict[str, Any] | None) -> list[str]:
+    from maxk.data.prompts import build_messages
+
+    texts = []
+    for p in problems:
+        texts.extend(m["content"] for m in build_messages(p, prompt_cfg))
+        texts.append(sft_completion(p["reference"]))
+    return texts
+
+
+def sample_and_score(
+    model: Any,
+    tokenizer: Any,
+    problems: list[dict[str, Any]],
+    *,
+    samples: int,
+    max_new_tokens: int,
+    batch_size: int,
+    scorer: Any,
+    prompt_cfg: dict[str, Any] | None,
+    seed: int,
+) -> list[list[float]]:
+    """``[problems, samples]`` binary rewards (all tests pass) of sampled completions (temperature 1)."""
+    import torch
+
+    from maxk.data.prompts import build_prompt, extract_program
+
+    torch.manual_seed(seed)
+    model.eval()
+    passed: list[list[float]] = []
+    for problem in problems:
+        prompt = build_prompt(problem, tokenizer, config=prompt_cfg)
+        enc = tokenizer(prompt, return_tensors="pt")
+        texts: list[str] = []
+        while len(texts) < samples:
+            m = min(batch_size, samples - len(texts))
+            with torch.no_grad():
+                out = model.generate(
+                    **enc,
+                    do_sample=True,
+                    temperature=1.0,
+                    top_p=1.0,
+                    top_k=0,
+                    max_new_tokens=max_new_tokens,
+                    num_return_sequences=m,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                )
+            texts += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+        scores = scorer.score([(problem, extract_program(t, problem)) for t in texts])
+        passed.append([float(s.total > 0 and s.passed == s.total) for s in scores])
+    return passed
+
+
+def competence(passed: list[list[float]]) -> dict[str, float]:
+    """Mean pass@1 and pass@n over problems (unbiased estimator, n = samples per problem)."""
+    from maxk.metrics import pass_at_k
+
+    n = len(passed[0])
+    p1 = sum(pass_at_k(n, int(sum(r)), 1) for r in passed) / len(passed)
+    pn = sum(pass_at_k(n, int(sum(r)), n) for r in passed) / len(passed)
+    return {"pass@1": p1, f"pass@{n}": pn, "samples": n, "problems": len(passed)}
+
+
+def build_base_model(
+    config: dict[str, Any], *, train_data: str, test_data: str, out: str, scorer: Any = None
+) -> dict[str, Any]:
+    """Build, fine-tune, check and publish the base model; returns the manifest written beside it."""
+    import random
+
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    from maxk.data.prompts import build_prompt
+    from maxk.provenance import write_provenance
+    from maxk.train.tiny import init_model, save, train_tokenizer
+
+    bm, seed, prompt_cfg = config["base_model"], int(config["seed"]), config.get("prompt")
+    torch.set_num_threads(max(1, int(bm.get("threads") or os.cpu_count() or 1)))
+    train = [row for _, row in read_jsonl(train_data) if row.get("reference")]
+    sft = bm["sft"]
+    if sft.get("max_examples") and sft["max_examples"] < len(train):
+        train = random.Random(seed).sample(train, sft["max_examples"])
+    timings: dict[str, float] = {}
+
+    t0 = time.perf_counter()
+    tok = train_tokenizer(_tokenizer_texts(train, prompt_cfg), **bm["tokenizer"])
+    model = init_model(tok, seed=seed, **bm["model"])
+    timings["build_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    data = Dataset.from_dict(
+        {
+            "prompt": [build_prompt(p, tok, config=prompt_cfg) for p in train],
+            "completion": [sft_completion(p["reference"]) for p in train],
+        }
+    )
+    final = Path(out)
+    work = final.with_name(f".tmp-{final.name}")
+    shutil.rmtree(work, ignore_errors=True)
+    args = SFTConfig(
+        output_dir=str(work / "sft"),
+        num_train_epochs=sft["epochs"],
+        max_steps=sft.get("max_steps") or -1,
+        learning_rate=sft["learning_rate"],
+        lr_scheduler_type="cosine",
+        warmup_steps=sft.get("warmup_steps", 0),
+        weight_decay=sft.get("weight_decay", 0.0),
+        per_device_train_batch_size=sft["batch_size"],
+        max_length=sft["max_length"],
+        completion_only_loss=True,
+        packing=False,
+        seed=seed,
+        data_seed=seed,
+        logging_steps=10,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        gradient_checkpointing=False,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok)
+    result = trainer.train()
+    timings["sft_s"] = time.perf_counter() - t0
+    shutil.rmtree(work / "sft", ignore_errors=True)
+    model = trainer.model
+    save(model, tok, work)
+
+    t0 = time.perf_counter()
+    ev = bm["eval"]
+    test = [row for _, row in read_jsonl(test_data)]
+    test = random.Random(seed + 1).sample(test, min(ev["problems"], len(test)))
+    own = scorer is None
+    if own:
+        from maxk.sandbox import Scorer
+
+        scorer = Scorer(**(config.get("sandbox") or {}).get("limits", {})).__enter__()
+    try:
+        passed = sample_and_score(
+            model,
+            tok,
+            test,
+            samples=ev["samples"],
+            max_new_tokens=ev["max_new_tokens"],
+            batch_size=ev.get("batch_size", 64),
+            scorer=scorer,
+            prompt_cfg=prompt_cfg,
+            seed=seed,
+        )
+    finally:
+        if own:
+            scorer.__exit__(None, None, None)
+    timings["eval_s"] = time.perf_counter() - t0
+
+    manifest = {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "vocab_size": len(tok),
+        "sft_examples": len(train),
+        "sft_final_loss": result.training_loss,
+        "eval": competence(passed),
+        "timings_s": {k: round(v, 2) for k, v in timings.items()},
+    }
+    write_json(work / "manifest.json", manifest)
+    write_provenance(
+        work, config={k: config.get(k) for k in ("seed", "base_model", "prompt")}, seeds={"seed": seed}
+    )
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(work, final)
+    return manifest

@@ -1,0 +1,92 @@
+"""``maxk base`` (build the embedded base model) and ``maxk train`` (one named GRPO run).
+
+Registration is cheap: torch, transformers and TRL are imported inside the handlers only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+
+def _config(text: str) -> dict[str, Any]:
+    from maxk.cli import UserError
+
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--config-json is not valid JSON: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise UserError("--config-json must be a JSON object")
+    return cfg
+
+
+def _offline() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _train(args: argparse.Namespace) -> int:
+    from maxk.cli import UserError
+
+    cfg = _config(args.config_json)
+    for key in ("seed", "train", "run"):
+        if key not in cfg:
+            raise UserError(f"--config-json lacks the key {key!r} (needs seed, train, run)")
+    for path in (args.model, args.data):
+        if not os.path.exists(path):
+            raise UserError(f"{path}: no such file or directory")
+    _offline()
+    from maxk.train.run import train_run
+
+    summary = train_run(
+        run=args.run,
+        config=cfg,
+        model=args.model,
+        data=args.data,
+        out=args.out,
+        metrics=args.metrics,
+        checkpoints=args.checkpoints,
+    )
+    print(json.dumps(summary, sort_keys=True))
+    return 0
+
+
+def _base(args: argparse.Namespace) -> int:
+    from maxk.cli import UserError
+
+    cfg = _config(args.config_json)
+    for key in ("seed", "base_model"):
+        if key not in cfg:
+            raise UserError(f"--config-json lacks the key {key!r} (needs seed, base_model)")
+    for path in (args.train_data, args.test_data):
+        if not os.path.exists(path):
+            raise UserError(f"{path}: no such file")
+    _offline()
+    from maxk.train.base import build_base_model
+
+    manifest = build_base_model(cfg, train_data=args.train_data, test_data=args.test_data, out=args.out)
+    print(json.dumps(manifest.get("eval", {}), sort_keys=True))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("train", help="train one named GRPO run (advantage estimator from config)")
+    p.add_argument("--run", required=True, help="run name (a key of config['runs'])")
+    p.add_argument("--config-json", required=True, help="JSON with seed, train, run, prompt, sandbox")
+    p.add_argument("--model", required=True, help="base model directory or hub id")
+    p.add_argument("--data", required=True, help="training problems (.jsonl.gz)")
+    p.add_argument("--out", required=True, help="output model directory")
+    p.add_argument("--metrics", required=True, help="output metrics CSV")
+    p.add_argument("--checkpoints", default="work/checkpoints", help="checkpoint root (outside outputs)")
+    p.set_defaults(handler=_train)
+
+    b = subparsers.add_parser("base", help="build the embedded base model (tokenizer, small Qwen2, SFT)")
+    b.add_argument("--config-json", required=True, help="JSON with seed, base_model, prompt, sandbox")
+    b.add_argument("--train-data", required=True, help="train split problems (.jsonl.gz)")
+    b.add_argument("--test-data", required=True, help="test split problems for the competence check")
+    b.add_argument("--out", required=True, help="output model directory")
+    b.set_defaults(handler=_base)

@@ -1,0 +1,259 @@
+"""GRPO with advantages from the ``maxk.objectives`` registry, on top of TRL 1.16's GRPOTrainer.
+
+TRL computes advantages inline in ``_generate_and_score_completions`` (z-score only), shuffles the
+buffered generation batch row by row and reuses that split for every PPO iteration. Four overrides
+change exactly that and nothing else:
+
+1. ``_calculate_rewards`` keeps the gathered (all-process) raw rewards.
+2. ``_generate_and_score_completions`` replaces ``advantages`` by the registry's estimator on the
+   global groups and adds ``rewards`` (raw, local rows) and ``group_ids`` to the batch.
+3. ``_prepare_inputs`` shuffles whole groups (never rows) and checks that every micro-batch holds
+   whole groups (``per_device_train_batch_size`` must be a multiple of ``num_generations``).
+4. ``offpolicy_bon`` only: at every PPO iteration the advantages are recomputed inside the loss from
+   delta_i = exp(sum_t (log pi_theta - log pi_old)) - 1, the SEQUENCE ratio of section 3.3 (detached,
+   a constant like any PPO advantage), clamped to ``delta_clamp``. At the first iteration pi_theta =
+   pi_old, so delta = 0 and the advantages equal ``bon_mean``'s.
+   Hook: TRL's ``_compute_loss`` calls ``_get_per_token_logps_and_entropies`` (policy log-probs)
+   BEFORE it reads ``inputs["advantages"]``; the override of the former writes the recomputed
+   advantages into a shallow copy of the micro-batch. ``tests/train/test_train_contract.py`` fails
+   if a TRL upgrade changes that order.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import trl
+from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import split_tensor_dict
+
+from maxk.objectives import ADVANTAGES, compute_advantages, needs_k
+
+#: The exact TRL release whose internals the overrides rely on (also pinned in pyproject.toml).
+TRL_VERSION = "1.16.0"
+REWARD_KINDS = ("continuous", "binary")
+#: log-ratio guard before exp (as TRL's VESPO): keeps delta finite; delta_clamp then bounds it.
+_MAX_LOG_RATIO = 20.0
+
+
+@dataclass
+class MaxKGRPOConfig(GRPOConfig):
+    """``GRPOConfig`` plus the advantage estimator and its parameters."""
+
+    advantage_method: str = field(default="grpo", metadata={"help": f"one of {sorted(ADVANTAGES)}"})
+    bon_k: int = field(default=4, metadata={"help": "subset size k of the max@k (BoN) objectives"})
+    delta_clamp: float = field(
+        default=0.2, metadata={"help": "offpolicy_bon: deltas are clamped to [-c, c] (first-order validity)"}
+    )
+    reward_kind: str = field(
+        default="continuous", metadata={"help": "continuous (fraction of tests passed) or binary (all pass)"}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.advantage_method not in ADVANTAGES:
+            raise ValueError(f"advantage_method {self.advantage_method!r} not in {sorted(ADVANTAGES)}")
+        if self.reward_kind not in REWARD_KINDS:
+            raise ValueError(f"reward_kind {self.reward_kind!r} not in {REWARD_KINDS}")
+        if self.per_device_train_batch_size % self.num_generations != 0:
+            raise ValueError(
+                f"per_device_train_batch_size ({self.per_device_train_batch_size}) must be a multiple of "
+                f"num_generations ({self.num_generations}) so that every micro-batch holds whole groups"
+            )
+        lo = 2 if self.advantage_method == "bon_loo1" else 1
+        if needs_k(self.advantage_method) and not lo <= self.bon_k <= self.num_generations:
+            raise ValueError(f"bon_k={self.bon_k} must be in [{lo}, num_generations={self.num_generations}]")
+        if self.delta_clamp < 0:
+            raise ValueError(f"delta_clamp must be >= 0, got {self.delta_clamp}")
+
+
+# ------------------------------------------------------------------------------------------------
+# pure helpers (unit-tested on their own)
+
+
+def group_permutation(batch_size: int, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A row permutation that moves whole contiguous groups of ``n`` rows, keeping each group's order."""
+    if batch_size % n:
+        raise ValueError(f"batch of {batch_size} rows is not a whole number of groups of {n}")
+    groups = torch.randperm(batch_size // n, generator=generator)
+    return (groups[:, None] * n + torch.arange(n)).flatten()
+
+
+def shuffle_groups(batch: dict[str, Any], n: int) -> dict[str, Any]:
+    """Permute every per-row entry of ``batch`` by whole groups (rows with equal ``group_ids``)."""
+    gid = batch["group_ids"]
+    if not (gid.view(-1, n) == gid.view(-1, n)[:, :1]).all():
+        raise AssertionError("group rows are not contiguous before the group shuffle")
+    perm = group_permutation(len(gid), n).to(gid.device)
+
+    def permute(v: Any) -> Any:
+        if v is None or (isinstance(v, torch.Tensor) and v.ndim == 0):
+            return v
+        if isinstance(v, torch.Tensor):
+            return v[perm]
+        return [v[i] for i in perm.tolist()]
+
+    return {key: permute(val) for key, val in batch.items()}
+
+
+def assert_whole_groups(group_ids: torch.Tensor, n: int) -> None:
+    """Raise unless every group present in ``group_ids`` appears exactly ``n`` times."""
+    _, counts = torch.unique(group_ids, return_counts=True)
+    if not (counts == n).all():
+        raise AssertionError(f"micro-batch holds partial groups: counts {counts.tolist()}, expected {n} each")
+
+
+def sequence_deltas(
+    per_token_logps: torch.Tensor, old_per_token_logps: torch.Tensor | None, mask: torch.Tensor
+) -> torch.Tensor:
+    """delta_i = pi_theta(y_i|x) / pi_old(y_i|x) - 1 from per-token log-probs (detached, unclamped).
+
+    The ratio is the product over the completion's tokens (sum of log-ratios), not TRL's per-token
+    or length-averaged ratio. Without old log-probs (no PPO reuse) the policy is on-policy: 0.
+    """
+    if old_per_token_logps is None:
+        return torch.zeros(per_token_logps.shape[0], device=per_token_logps.device)
+    log_ratio = ((per_token_logps.detach() - old_per_token_logps) * mask).sum(-1)
+    return torch.expm1(log_ratio.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+
+
+def grouped(values: torch.Tensor, group_ids: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``values`` regrouped to ``[groups, n]`` by ``group_ids`` and the row order used (for scatter back)."""
+    order = torch.argsort(group_ids, stable=True)
+    gid = group_ids[order].view(-1, n)
+    if not (gid == gid[:, :1]).all():
+        raise AssertionError("micro-batch holds partial groups")
+    return values[order].view(-1, n), order
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+class MaxKGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer whose advantages come from ``maxk.objectives`` (see module docstring)."""
+
+    args: MaxKGRPOConfig
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if trl.__version__ != TRL_VERSION:
+            raise RuntimeError(
+                f"MaxKGRPOTrainer overrides trl {TRL_VERSION} internals; found {trl.__version__}"
+            )
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.args, MaxKGRPOConfig):
+            raise TypeError("MaxKGRPOTrainer needs a MaxKGRPOConfig")
+        self._gathered_rewards: torch.Tensor | None = None
+        self._recompute_inputs: dict[str, Any] | None = None
+        self.time_totals = {"generation_s": 0.0, "reward_s": 0.0}
+
+    # -- 1. keep the raw gathered rewards ---------------------------------------------------------
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        start = time.perf_counter()
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._reward_elapsed += time.perf_counter() - start
+        self._gathered_rewards = (rewards_per_func * self.reward_weights.to(rewards_per_func.device)).nansum(
+            1
+        )
+        return rewards_per_func
+
+    # -- 2. advantages from the registry, raw rewards and group ids in the batch -------------------
+    def _generate_and_score_completions(self, inputs):
+        start, self._reward_elapsed = time.perf_counter(), 0.0
+        out = super()._generate_and_score_completions(inputs)
+        if not self.model.training:
+            return out
+        n, rank = self.num_generations, self.accelerator.process_index
+        local = len(out["advantages"])
+        rewards = self._gathered_rewards.double()  # [world * local], rank-major like TRL's gather
+        adv = compute_advantages(
+            self.args.advantage_method,
+            rewards.view(-1, n),
+            k=self.args.bon_k,
+            delta_clamp=self.args.delta_clamp,
+        ).view(-1)
+        rows = slice(rank * local, (rank + 1) * local)
+        out["advantages"] = adv[rows].to(out["advantages"].dtype)
+        out["rewards"] = rewards[rows].float()
+        out["group_ids"] = torch.arange(rank * local, (rank + 1) * local, device=adv.device) // n
+        self._log_advantages(adv, "advantage")
+        elapsed = time.perf_counter() - start
+        self._log("time/generation_s", elapsed - self._reward_elapsed)
+        self._log("time/reward_s", self._reward_elapsed)
+        self.time_totals["generation_s"] += elapsed - self._reward_elapsed
+        self.time_totals["reward_s"] += self._reward_elapsed
+        return out
+
+    # -- 3. group-level shuffle; whole groups per micro-batch ---------------------------------------
+    def _prepare_inputs(self, generation_batch):
+        if not self.model.training:
+            return super()._prepare_inputs(generation_batch)
+        spg = self.args.steps_per_generation
+        if self._step % (spg * self.num_iterations) == 0 or self._buffered_inputs is None:
+            batch = self._generate_and_score_completions(generation_batch)
+            if "pixel_values" in batch:
+                raise NotImplementedError("MaxKGRPOTrainer is text-only")
+            batch = shuffle_groups(batch, self.num_generations)  # TRL: shuffle_sequence_dict (rows)
+            self._buffered_inputs = split_tensor_dict(batch, spg)
+        inputs = self._buffered_inputs[self._step % spg]
+        assert_whole_groups(inputs["group_ids"], self.num_generations)
+        self._log("ppo_iteration", float((self._step // spg) % self.num_iterations))
+        return inputs
+
+    # -- 4. off-policy BoN: recompute the advantages from the current policy ------------------------
+    def _compute_loss(self, model, inputs):
+        if self.args.advantage_method == "offpolicy_bon":
+            inputs = dict(inputs)  # the buffered micro-batch is reused by later PPO iterations: copy
+            self._recompute_inputs = inputs
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._recompute_inputs = None
+
+    def _get_per_token_logps_and_entropies(self, model, *args, **kwargs):
+        logps, entropies, aux = super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
+        inputs, self._recompute_inputs = self._recompute_inputs, None  # fires once per loss call
+        if inputs is not None:
+            inputs["advantages"] = self._offpolicy_advantages(inputs, logps)
+        return logps, entropies, aux
+
+    def _offpolicy_advantages(self, inputs: dict[str, Any], per_token_logps: torch.Tensor) -> torch.Tensor:
+        mask = inputs["completion_mask"]
+        if "tool_mask" in inputs:
+            mask = mask * inputs["tool_mask"]
+        deltas = sequence_deltas(per_token_logps, inputs.get("old_per_token_logps"), mask)
+        n = self.num_generations
+        rewards, order = grouped(inputs["rewards"].double(), inputs["group_ids"], n)
+        group_deltas = deltas.double()[order].view(-1, n)
+        adv_grouped = compute_advantages(
+            "offpolicy_bon",
+            rewards,
+            k=self.args.bon_k,
+            deltas=group_deltas,
+            delta_clamp=self.args.delta_clamp,
+        )
+        adv = torch.empty_like(deltas, dtype=torch.float64)
+        adv[order] = adv_grouped.view(-1)
+        iteration = (self._step // self.args.steps_per_generation) % self.num_iterations
+        abs_delta = deltas.abs()
+        self._log("delta/abs_mean", self._gather_mean(abs_delta))
+        self._log(f"delta/abs_mean_iter{iteration}", self._gather_mean(abs_delta))
+        self._log("delta/clamped_frac", self._gather_mean((abs_delta > self.args.delta_clamp).float()))
+        self._log_advantages(adv, "advantage_recomputed")
+        return adv.to(inputs["advantages"].dtype)
+
+    # -- logging helpers --------------------------------------------------------------------------
+    def _log(self, key: str, value: float) -> None:
+        self._metrics["train"][key].append(float(value))
+
+    def _gather_mean(self, x: torch.Tensor) -> float:
+        return self.accelerator.gather(x.detach().float()).mean().item()
+
+    def _log_advantages(self, adv: torch.Tensor, prefix: str) -> None:
+        adv = adv.detach().float()
+        self._log(f"{prefix}/mean", adv.mean().item())
+        self._log(f"{prefix}/std", adv.std().item() if adv.numel() > 1 else 0.0)
+        self._log(f"{prefix}/abs_mean", adv.abs().mean().item())
+        self._log(f"{prefix}/frac_zero", (adv == 0).float().mean().item())

@@ -1,0 +1,125 @@
+"""From config to trainer arguments and to the shell command of one training job (no heavy imports).
+
+``grpo_kwargs`` maps the ``train`` config section plus one entry of ``runs`` to the keyword arguments of
+``MaxKGRPOConfig``; ``launch_prefix`` gives what precedes ``train ...`` in the Snakemake rule: ``maxk``
+on a CPU, ``accelerate launch --config_file <deepspeed yaml> --num_processes <gpus> -m maxk`` on GPUs.
+Both are pure functions, tested offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from typing import Any
+
+#: ``train`` keys passed to ``MaxKGRPOConfig`` unchanged (same name, same meaning as in TRL).
+PASSTHROUGH = (
+    "num_generations",
+    "temperature",
+    "top_p",
+    "max_completion_length",
+    "learning_rate",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "max_grad_norm",
+    "beta",
+    "use_bias_correction_kl",
+    "epsilon",
+    "num_iterations",
+    "num_train_epochs",
+    "loss_type",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "bon_k",
+    "delta_clamp",
+    "gradient_checkpointing",
+    "bf16",
+)
+#: per-run keys that override ``train`` (table 4 varies epochs and PPO iterations).
+RUN_OVERRIDES = ("num_train_epochs", "num_iterations")
+
+
+def run_config(train: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """The effective hyperparameters of one run: ``train`` with the run's overrides applied."""
+    merged = dict(train)
+    for key in RUN_OVERRIDES:
+        if run.get(key) is not None:
+            merged[key] = run[key]
+    merged["advantage_method"] = run["method"]
+    merged["reward_kind"] = run.get("reward_kind", "continuous")
+    return merged
+
+
+def run_hash(effective: dict[str, Any]) -> str:
+    """Short hash of a run's effective config: checkpoints of another config are never resumed."""
+    return hashlib.sha256(json.dumps(effective, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def grpo_kwargs(effective: dict[str, Any], *, output_dir: str, seed: int, use_cpu: bool) -> dict[str, Any]:
+    """Keyword arguments of ``MaxKGRPOConfig`` for one run (``effective`` from ``run_config``)."""
+    kw: dict[str, Any] = {key: effective[key] for key in PASSTHROUGH if effective.get(key) is not None}
+    kw.update(
+        advantage_method=effective["advantage_method"],
+        reward_kind=effective["reward_kind"],
+        output_dir=output_dir,
+        seed=seed,
+        data_seed=seed,
+        max_steps=effective.get("max_steps") or -1,
+        optim="adamw_torch",  # with weight_decay 0 this is Adam, as in the paper
+        save_strategy="steps",
+        save_steps=effective.get("save_steps", 10),
+        save_total_limit=1,
+        logging_steps=1,
+        report_to="none",
+        disable_dropout=True,
+        use_cpu=use_cpu,
+        dataloader_num_workers=0,
+        log_completions=False,
+        scale_rewards="group",  # irrelevant: advantages come from maxk.objectives
+    )
+    if use_cpu:
+        kw.update(bf16=False, gradient_checkpointing=False)
+    vllm = effective.get("vllm") or {}
+    if vllm.get("enabled") and not use_cpu:
+        kw.update(
+            use_vllm=True,
+            vllm_mode=vllm.get("mode", "colocate"),
+            vllm_gpu_memory_utilization=vllm.get("gpu_memory_utilization", 0.3),
+            vllm_importance_sampling_correction=vllm.get("importance_sampling_correction", False),
+            vllm_enable_sleep_mode=vllm.get("enable_sleep_mode", False),
+        )
+    return kw
+
+
+def train_config_json(config: dict[str, Any], run: str) -> str:
+    """What one run's job depends on, as canonical JSON (``--config-json``; a change reruns the job)."""
+    subset = {
+        "seed": config["seed"],
+        "train": config["train"],
+        "run": config["runs"][run],
+        "prompt": config.get("prompt"),
+        "sandbox": config.get("sandbox"),
+    }
+    return json.dumps(subset, sort_keys=True)
+
+
+def launch_prefix(launch: dict[str, Any], gpus: int) -> str:
+    """Command prefix of a training job: ``maxk`` (CPU) or ``accelerate launch ... -m maxk`` (GPUs)."""
+    if gpus <= 0:
+        return "maxk"
+    parts = [
+        "accelerate",
+        "launch",
+        "--config_file",
+        launch["accelerate_config"],
+        "--num_processes",
+        str(gpus),
+    ]
+    if launch.get("main_process_port"):
+        parts += ["--main_process_port", str(launch["main_process_port"])]
+    parts += ["-m", "maxk"]
+    return shlex.join(parts)

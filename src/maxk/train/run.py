@@ -1,0 +1,193 @@
+"""One named GRPO run (``maxk train``): problems -> prompts -> MaxKGRPOTrainer with sandbox rewards.
+
+Outputs: a standard HF model directory (published whole, never half-written), a metrics CSV (one row per
+optimizer step: reward, advantage statistics, |delta| per PPO iteration, KL, clip fraction, step time
+split into generation / reward / update) and provenance beside both. Checkpoints live OUTSIDE the
+declared outputs, in ``{checkpoints}/{run}-{config hash}/`` (Snakemake deletes declared outputs
+before a job), so a killed job resumes from its last checkpoint when rerun with the same config.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from maxk.io import atomic_open, read_jsonl
+from maxk.train.launch import grpo_kwargs, run_config, run_hash
+
+#: Metrics CSV columns first in this order (then any other logged key, sorted).
+METRIC_COLUMNS = (
+    "step",
+    "epoch",
+    "ppo_iteration",
+    "loss",
+    "reward",
+    "reward_std",
+    "advantage/mean",
+    "advantage/std",
+    "advantage/abs_mean",
+    "advantage/frac_zero",
+    "delta/abs_mean",
+    "delta/abs_mean_iter0",
+    "delta/abs_mean_iter1",
+    "delta/abs_mean_iter2",
+    "delta/clamped_frac",
+    "kl",
+    "clip_ratio/region_mean",
+    "entropy",
+    "completions/mean_length",
+    "step_time",
+    "time/generation_s",
+    "time/reward_s",
+    "time/update_s",
+    "learning_rate",
+    "grad_norm",
+)
+
+
+class SandboxReward:
+    """TRL reward function: extract each completion's program, score all of them in one parallel call.
+
+    ``scorer.score(pairs)`` (``maxk.sandbox.Scorer``) runs the programs in the sandbox pool with per-test
+    timeouts, so one slow program never blocks the batch beyond its limit. ``kind``: ``continuous``
+    (fraction of tests passed) or ``binary`` (1 only if all tests pass).
+    """
+
+    __name__ = "sandbox"
+
+    def __init__(
+        self, problems: dict[str, dict[str, Any]], scorer: Any, kind: str, extract: Callable
+    ) -> None:
+        if kind not in ("continuous", "binary"):
+            raise ValueError(f"reward kind must be continuous or binary, got {kind!r}")
+        self.problems, self.scorer, self.kind, self.extract = problems, scorer, kind, extract
+
+    def __call__(self, completions: Sequence[Any], problem_id: Sequence[str], **_: Any) -> list[float]:
+        pairs = []
+        for completion, pid in zip(completions, problem_id, strict=True):
+            text = completion if isinstance(completion, str) else completion[-1]["content"]
+            problem = self.problems[pid]
+            pairs.append((problem, self.extract(text, problem)))
+        scores = self.scorer.score(pairs)
+        if self.kind == "continuous":
+            return [float(s.reward) for s in scores]
+        return [float(s.total > 0 and s.passed == s.total) for s in scores]
+
+
+def load_problems(path: str | os.PathLike[str], limit: int | None, seed: int) -> list[dict[str, Any]]:
+    """Problems of ``path``; with ``limit``, a seeded random subset of that size (order kept)."""
+    import random
+
+    rows = [row for _, row in read_jsonl(path)]
+    if limit is not None and limit < len(rows):
+        keep = sorted(random.Random(seed).sample(range(len(rows)), limit))
+        rows = [rows[i] for i in keep]
+    return rows
+
+
+def write_metrics_csv(path: str | os.PathLike[str], log_history: list[dict[str, Any]]) -> int:
+    """One row per optimizer step from TRL's ``log_history``; adds ``time/update_s``. Returns row count."""
+    rows = []
+    for entry in log_history:
+        if "loss" not in entry:
+            continue  # the final train_runtime summary
+        row = dict(entry)
+        gen, rew = row.get("time/generation_s") or 0.0, row.get("time/reward_s") or 0.0
+        if row.get("step_time") is not None:
+            row["time/update_s"] = max(0.0, row["step_time"] - gen - rew)
+        rows.append(row)
+    extra = sorted({k for r in rows for k in r} - set(METRIC_COLUMNS))
+    columns = list(METRIC_COLUMNS) + extra
+    with atomic_open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    return len(rows)
+
+
+def train_run(
+    *,
+    run: str,
+    config: dict[str, Any],
+    model: str,
+    data: str,
+    out: str,
+    metrics: str,
+    checkpoints: str,
+    scorer: Any = None,
+) -> dict[str, Any]:
+    """Train one run. ``config``: ``{"seed", "train", "run", "prompt", "sandbox"}`` (subset of the config).
+
+    ``scorer``: an object with ``score(pairs)``; None opens a ``maxk.sandbox.Scorer`` for the run.
+    Returns a summary (steps, timings).
+    """
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from maxk.data.prompts import build_prompt, extract_program
+    from maxk.provenance import write_provenance
+    from maxk.train.grpo import MaxKGRPOConfig, MaxKGRPOTrainer
+
+    seed = int(config["seed"])
+    effective = run_config(config["train"], config["run"])
+    ckpt_dir = Path(checkpoints) / f"{run}-{run_hash({**effective, 'model': str(model), 'data': str(data)})}"
+    problems = load_problems(data, effective.get("max_prompts"), seed)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer.padding_side = "left"
+    prompts = [build_prompt(p, tokenizer, config=config.get("prompt")) for p in problems]
+    dataset = Dataset.from_dict({"prompt": prompts, "problem_id": [p["id"] for p in problems]})
+    use_cpu = not _cuda_available()
+    args = MaxKGRPOConfig(**grpo_kwargs(effective, output_dir=str(ckpt_dir), seed=seed, use_cpu=use_cpu))
+
+    own_scorer = scorer is None
+    if own_scorer:
+        from maxk.sandbox import Scorer
+
+        scorer = Scorer(**(config.get("sandbox") or {}).get("limits", {})).__enter__()
+    try:
+        reward = SandboxReward({p["id"]: p for p in problems}, scorer, args.reward_kind, extract_program)
+        trainer = MaxKGRPOTrainer(
+            model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer
+        )
+        last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+        start = time.perf_counter()
+        trainer.train(resume_from_checkpoint=last)
+        wall = time.perf_counter() - start
+    finally:
+        if own_scorer:
+            scorer.__exit__(None, None, None)
+
+    summary = {
+        "run": run,
+        "steps": trainer.state.global_step,
+        "resumed_from": last,
+        "train_wall_s": wall,
+        **{k: round(v, 3) for k, v in trainer.time_totals.items()},
+    }
+    final = Path(out)
+    tmp = final.with_name(f".tmp-{final.name}")
+    if trainer.accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
+    trainer.save_model(str(tmp))  # every rank: gathers sharded weights where needed; rank 0 writes
+    if trainer.accelerator.is_main_process:
+        tokenizer.save_pretrained(tmp)
+        write_provenance(tmp, config=config, seeds={"seed": seed}, effective=effective, summary=summary)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)  # the model directory appears whole or not at all
+        write_metrics_csv(metrics, trainer.state.log_history)
+        write_provenance(metrics, config=config, seeds={"seed": seed}, summary=summary)
+    return summary
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

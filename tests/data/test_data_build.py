@@ -1,0 +1,134 @@
+# ruff: noqa: E501
+"""Build: filters/splits/manifest, CLI end to end, byte-identical reruns, bad input leaves nothing."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from maxk.cli import main
+from maxk.data import DEFAULT_DATA_CONFIG, load
+from maxk.data.build import DataError, build_dataset, split_records
+
+SMALL = copy.deepcopy(DEFAULT_DATA_CONFIG)
+SMALL["data"]["pools"]["suite"]["options"]["n"] = 200
+SMALL["data"]["pools"]["suite"]["expected"] = {"filtered": 200, "train": 180, "test": 20}
+
+
+def test_splits_disjoint_exact_and_seeded():
+    train = load("suite_train", config=SMALL)
+    test = load("suite_test", config=SMALL)
+    call = load("suite_call", config=SMALL)
+    assert len(train) == 180 and len(test) + len(call) == 20
+    ids = [r["id"] for r in train + test + call]
+    assert len(ids) == len(set(ids))
+    assert {r["tests"]["format"] for r in call} == {"call"}
+    recs = [{"id": str(i), "tests": {"format": "stdio"}} for i in range(100)]
+    parts = split_records(recs, {"seed": 1, "sizes": {"train": 90, "test": 10}}, [])
+    assert (len(parts["train"]), len(parts["test"])) == (90, 10)
+    again = split_records(recs, {"seed": 1, "sizes": {"train": 90, "test": 10}}, [])
+    other = split_records(recs, {"seed": 2, "sizes": {"train": 90, "test": 10}}, [])
+    assert parts == again and parts != other
+
+
+def test_expected_count_mismatch_is_loud(capsys):
+    cfg = copy.deepcopy(SMALL)
+    cfg["data"]["pools"]["suite"]["expected"] = {"filtered": 2766, "train": 2490, "test": 276}
+    cfg["data"]["pools"]["suite"]["split"]["sizes"] = {"train": 2490, "test": 276}
+    cfg["data"]["pools"]["suite"]["split"]["stratify"] = None
+    _, manifest = build_dataset("suite_train", cfg)
+    err = capsys.readouterr().err
+    assert "WARNING" in err and "2766" in err and "200" in err and "2490" in err
+    assert manifest["expected_ok"]["filtered"] is False and manifest["warnings"]
+
+
+def test_prompt_length_filter_with_tokenizer():
+    class CharTok:  # 1 token per character, no chat template
+        chat_template = None
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": list(text)}
+
+    cfg = copy.deepcopy(SMALL)
+    cfg["data"]["pools"]["suite"]["max_prompt_tokens"] = 480
+    cfg["data"]["pools"]["suite"]["expected"] = {}
+    _recs, manifest = build_dataset("suite_train", cfg, tokenizer=CharTok())
+    step = next(s for s in manifest["steps"] if s["step"] == "max_prompt_tokens")
+    assert 0 < step["dropped"] < step["before"] and manifest["length_unit"] == "tokens"
+
+
+def test_zero_rows_and_unknown_dataset():
+    cfg = copy.deepcopy(SMALL)
+    cfg["data"]["pools"]["suite"]["max_difficulty"] = 0
+    with pytest.raises(DataError, match="zero problems after filtering"):
+        build_dataset("suite_train", cfg)
+    with pytest.raises(DataError, match="not in config 'datasets'"):
+        build_dataset("nope", cfg)
+
+
+def run_cli(*args):
+    return main(["data", *args])
+
+
+def test_cli_twice_byte_identical_and_manifest(tmp_path):
+    cfg = json.dumps(SMALL)
+    out = tmp_path / "suite_test.jsonl.gz"
+    assert run_cli("build", "--name", "suite_test", "--config-json", cfg, "--output", str(out)) == 0
+    files = sorted(tmp_path.iterdir())
+    first = {p.name: p.read_bytes() for p in files}
+    assert set(first) == {
+        "suite_test.jsonl.gz",
+        "suite_test.manifest.json",
+        "suite_test.jsonl.gz.provenance.json",
+    }
+    assert run_cli("build", "--name", "suite_test", "--config-json", cfg, "--output", str(out)) == 0
+    assert {p.name: p.read_bytes() for p in sorted(tmp_path.iterdir())} == first
+    man = json.loads(first["suite_test.manifest.json"])
+    assert man["count"] == man["formats"]["stdio"] and man["seed"] == 1234
+    assert [s["step"] for s in man["steps"]] == ["load", "no_tests", "max_difficulty", "max_prompt_tokens", "split",
+                                                 "formats"]  # fmt: skip
+    assert run_cli("validate", str(out)) == 0
+
+
+def test_cli_bad_input_names_file_row_field_and_writes_nothing(tmp_path, capsys):
+    bad = tmp_path / "cc.jsonl"
+    bad.write_text(json.dumps({"name": "x", "public_tests": {"input": [], "output": []}}) + "\n")
+    cfg = {"datasets": {"cc": {"pool": "cc"}},
+           "data": {"pools": {"cc": {"source": "codecontests", "options": {"paths": [str(bad)]}}}}}  # fmt: skip
+    out = tmp_path / "out" / "cc.jsonl.gz"
+    assert run_cli("build", "--name", "cc", "--config-json", json.dumps(cfg), "--output", str(out)) == 1
+    err = capsys.readouterr().err
+    assert "cc.jsonl" in err and "row 0" in err and "'description'" in err
+    assert not out.parent.exists() or not any(out.parent.iterdir())
+    # a file with a malformed record cannot be validated
+    badgz = tmp_path / "x.jsonl"
+    badgz.write_text(
+        '{"id": "a", "source": "s", "prompt": "p", "difficulty": 1, "tests": {"format": "junit"}}\n'
+    )
+    assert run_cli("validate", str(badgz)) == 1
+    assert "field 'tests.format'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.access(sys.executable, os.X_OK), reason="no python")
+def test_snakemake_dry_run_paper_config():
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo / "src")}
+    snake = Path(sys.executable).parent / "snakemake"
+    if not snake.exists():
+        pytest.skip("snakemake not installed in this environment")
+    res = subprocess.run([str(snake), "-n", "--cores", "1", "--configfile", "config/paper.yaml"],
+                         cwd=repo, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    for name in (
+        "codecontests_train",
+        "codecontests_test",
+        "livecodebench",
+        "livebench",
+        "codeforces",
+        "mbpp",
+    ):
+        assert f"results/data/{name}.jsonl.gz" in res.stdout + res.stderr

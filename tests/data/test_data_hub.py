@@ -1,0 +1,258 @@
+# ruff: noqa: E501  (schema-exact fixture rows read best one row per line)
+"""Hub loaders on schema-exact local fixtures (no hub access: HF_HUB_OFFLINE=1), awkward rows included."""
+
+import base64
+import json
+import pickle
+import zlib
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from maxk.data import load
+from maxk.data.build import DataError, apply_filters
+from maxk.data.hub import decode_lcb_tests, lcb_files, mbpp_assert_to_io
+from maxk.data.prompts import extract_program
+from maxk.data.schema import validate_dataset
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def cc_row(name, desc, pub, priv=((), ()), gen=((), ()), difficulty=1, cf=(1, "A"), **extra):
+    row = {
+        "name": name, "description": desc,
+        "public_tests": {"input": list(pub[0]), "output": list(pub[1])},
+        "private_tests": {"input": list(priv[0]), "output": list(priv[1])},
+        "generated_tests": {"input": list(gen[0]), "output": list(gen[1])},
+        "source": 2, "difficulty": difficulty,
+        "solutions": {"language": [2, 3], "solution": ["int main(){}", "print(int(input())+1)"]},
+        "incorrect_solutions": {"language": [], "solution": []},
+        "cf_contest_id": cf[0], "cf_index": cf[1], "cf_points": 0.0, "cf_rating": 800, "cf_tags": [],
+        "is_description_translated": False, "untranslated_description": "",
+        "time_limit": {"seconds": 2, "nanos": 500000000}, "memory_limit_bytes": 256000000,
+        "input_file": "", "output_file": "",
+    }  # fmt: skip
+    row.update(extra)
+    return row
+
+
+def test_codecontests_parquet_with_awkward_rows(tmp_path):
+    rows = [
+        cc_row(
+            "1_A. Plus one", "Print n+1.", (["1\n"], ["2\n"]), (["5\n", "1\n"], ["6\n", "2\n"]), difficulty=2
+        ),
+        cc_row("2_B. No tests", "Nothing.", ([], []), cf=(2, "B")),
+        cc_row("3_C. Empty input", "Print 7.", ([""], ["7\n"]), cf=(3, "C"), difficulty=7),
+        cc_row("4_D. File io", "Read input.txt.", (["1"], ["1"]), cf=(4, "D"), input_file="input.txt"),
+    ]
+    path = tmp_path / "cc.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    recs = load("codecontests", paths=[str(path)])
+    validate_dataset(recs, require_cases=False)
+    by = {r["id"]: r for r in recs}
+    a = by["codecontests/1_A"]
+    assert a["tests"]["cases"] == [{"input": "1\n", "output": "2\n"}, {"input": "5\n", "output": "6\n"}]
+    assert a["difficulty"] == 2 and a["time_limit"] == 2.5 and a["reference"] == "print(int(input())+1)"
+    assert a["meta"]["cf_contest_id"] == 1 and a["meta"]["tests_per_set"]["private"] == 2
+    assert by["codecontests/3_C"]["tests"]["cases"] == [{"input": "", "output": "7\n"}]
+    kept, steps = apply_filters(recs, {"max_difficulty": 3})
+    assert [r["id"] for r in kept] == ["codecontests/1_A"]
+    assert steps[0]["reasons"] == {"no tests": 1, "reads or writes files instead of stdin/stdout": 1}
+    assert steps[1]["reasons"] == {"difficulty 7 > 3": 1}
+
+
+def test_codecontests_bad_row_names_file_row_field(tmp_path):
+    row = cc_row("x", "d", (["1"], ["1", "2"]))
+    path = write_jsonl(tmp_path / "cc.jsonl", [row])
+    with pytest.raises(DataError, match=r"cc.jsonl: row 0: field 'tests': 1 inputs but 2 outputs"):
+        load("codecontests", paths=[path])
+    del row["description"]
+    path = write_jsonl(tmp_path / "cc2.jsonl", [row])
+    with pytest.raises(DataError, match=r"cc2.jsonl: row 0: missing field 'description'"):
+        load("codecontests", paths=[path])
+
+
+def lcb_encode(tests):
+    return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode()
+
+
+def lcb_row(qid, tests_pub, tests_priv, func=None, starter="", encode=True, difficulty="easy"):
+    return {
+        "question_title": f"t{qid}", "question_content": f"Problem {qid}.", "platform": "leetcode" if func else "atcoder",
+        "question_id": qid, "contest_id": "c1", "contest_date": "2025-02-01T00:00:00", "starter_code": starter,
+        "difficulty": difficulty, "public_test_cases": json.dumps(tests_pub),
+        "private_test_cases": lcb_encode(tests_priv) if encode else json.dumps(tests_priv),
+        "metadata": json.dumps({"func_name": func} if func else {}),
+    }  # fmt: skip
+
+
+def test_livecodebench_stdin_functional_and_encoded(tmp_path):
+    std = [{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}]
+    std_priv = [{"input": "5 5\n", "output": "10\n", "testtype": "stdin"}]
+    fn_pub = [{"input": "[1, 2]\n3", "output": "true", "testtype": "functional"}]
+    fn_priv = [{"input": "[]\n0", "output": "null", "testtype": "functional"}]
+    starter = "class Solution:\n    def check(self, nums: List[int], k: int) -> bool:\n        "
+    rows = [
+        lcb_row("abc1_a", std, std_priv),
+        lcb_row("3001", fn_pub, fn_priv, func="check", starter=starter, difficulty="medium"),
+        lcb_row("abc1_b", [], [], encode=False),
+        lcb_row("bad", fn_pub, [], func=None),
+    ]
+    path = write_jsonl(tmp_path / "test6.jsonl", rows)
+    recs = load("livecodebench", paths=[path])
+    by = {r["id"]: r for r in recs}
+    assert by["livecodebench/abc1_a"]["tests"]["cases"][1] == {"input": "5 5\n", "output": "10\n"}
+    t = by["livecodebench/3001"]["tests"]
+    assert t["format"] == "call" and t["entry_point"] == "check"
+    assert t["cases"] == ["assert check([1, 2], 3) == True", "assert check([], 0) == None"]
+    assert (
+        by["livecodebench/3001"]["difficulty"] == 2 and "starter code" in by["livecodebench/3001"]["prompt"]
+    )
+    assert by["livecodebench/abc1_b"]["meta"]["no_tests_reason"] == "no tests"
+    assert "func_name" in by["livecodebench/bad"]["meta"]["no_tests_reason"]
+    # a completion defining class Solution gets a module-level forwarder for the entry point
+    prog = extract_program(
+        "```python\nclass Solution:\n    def check(self, nums, k):\n        return True\n```",
+        by["livecodebench/3001"],
+    )
+    assert "def check(*args, **kwargs):\n    return Solution().check(*args, **kwargs)" in prog
+    assert lcb_files("release_v6")[-1] == "test6.jsonl" and len(lcb_files("release_v6")) == 6
+    assert lcb_files("v6") == ["test6.jsonl"]
+
+
+def test_lcb_pickle_refuses_code():
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    blob = base64.b64encode(zlib.compress(pickle.dumps(Evil()))).decode()
+    with pytest.raises(pickle.UnpicklingError, match="refusing global"):
+        decode_lcb_tests(blob)
+
+
+def test_livebench(tmp_path):
+    tests = [{"input": "2\n", "output": "4\n", "testtype": "stdin"}]
+    row = {
+        "question_id": "q1", "category": "coding", "task": "LCB_generation", "turns": ["Double it."],
+        "question_title": "double", "public_test_cases": json.dumps(tests), "private_test_cases": lcb_encode(tests * 2),
+        "original_json": {"metadata": "{}"}, "release_date": 0, "citation": "", "livebench_release_date": "2024-06-24",
+        "livebench_removal_date": "", "remainder": "", "solution": "", "partial_solution": "",
+    }  # fmt: skip
+    path = tmp_path / "lb.parquet"
+    pq.write_table(pa.Table.from_pylist([row]), path)
+    (rec,) = load("livebench", paths=[str(path)])
+    assert rec["id"] == "livebench/q1" and rec["prompt"] == "Double it."
+    assert rec["tests"]["cases"] == [{"input": "2\n", "output": "4\n"}]  # duplicates removed
+
+
+def cf_row(pid, contest, index, desc, official=(), examples=(), **extra):
+    row = {
+        "id": pid, "aliases": [], "contest_id": contest, "contest_name": "R", "contest_type": "CF",
+        "contest_start": 0, "contest_start_year": 2025, "index": index, "time_limit": 1.0, "memory_limit": 256.0,
+        "title": "T", "description": desc, "input_format": "One integer.", "output_format": "One integer.",
+        "interaction_format": None, "note": None, "examples": [dict(input=i, output=o) for i, o in examples],
+        "editorial": None, "rating": 800, "tags": [], "testset_size": len(official),
+        "official_tests": [dict(input=i, output=o) for i, o in official], "official_tests_complete": True,
+        "input_mode": "stdio", "generated_checker": None, "executable": True, "generated_tests": 0,
+    }  # fmt: skip
+    row.update(extra)
+    return row
+
+
+def test_codeforces_dedupe_and_awkward(tmp_path):
+    cc = write_jsonl(tmp_path / "cc.jsonl", [
+        cc_row("100_A. X", "Print   the SUM of $a$ and b.", (["1 2"], ["3"]), cf=(100, "A")),
+        cc_row("7_Z. Y", "Another statement, same text.", (["1"], ["1"]), cf=(7, "Z")),
+    ])  # fmt: skip
+    rows = [
+        cf_row("100/A", "100", "A", "whatever", official=[("1 2", "3")]),  # same contest+index
+        cf_row("200/B", "200", "B", "another statement same text", official=[("1", "1")]),  # same statement
+        cf_row("300/C", "300", "C", "Fresh.", official=[("1", "2")], examples=[("1", "2")]),
+        cf_row("301/D", "301", "D", "Only examples.", examples=[("5", "6")]),
+        cf_row("302/E", "302", "E", "Interactive.", official=[("1", "1")], interaction_format="talk"),
+        cf_row(
+            "303/F", "303", "F", "Any answer.", official=[("1", "1")], generated_checker="def check(): ..."
+        ),
+        cf_row("304/G", "304", "G", "Nothing.", official=[]),
+    ]
+    path = write_jsonl(tmp_path / "cf.jsonl", rows)
+    from maxk.data.build import load_source
+
+    res = load_source("codeforces", {"paths": [path], "dedupe_against": {"paths": [cc]}})
+    ids = [r["id"] for r in res.records]
+    assert ids == [
+        "codeforces/300/C",
+        "codeforces/301/D",
+        "codeforces/302/E",
+        "codeforces/303/F",
+        "codeforces/304/G",
+    ]
+    assert res.notes["removed_as_codecontests_duplicates"] == {"contest_index": 1, "statement": 1}
+    by = {r["id"]: r for r in res.records}
+    assert by["codeforces/301/D"]["tests"]["cases"] == [{"input": "5", "output": "6"}]
+    assert "Example 1\nInput\n1\nOutput\n2" in by["codeforces/300/C"]["prompt"]
+    reasons = {r["id"]: r["meta"].get("no_tests_reason") for r in res.records}
+    assert reasons["codeforces/302/E"] == "interactive problem"
+    assert "checker" in reasons["codeforces/303/F"] and reasons["codeforces/304/G"] == "no tests"
+
+
+def test_mbpp_asserts_to_stdio(tmp_path):
+    rows = [
+        {"task_id": 11, "text": "Remove first and last occurrence of a char.",
+         "code": "def remove_Occ(s, ch):\n    return s.replace(ch, '', 1)[::-1].replace(ch, '', 1)[::-1]",
+         "test_list": ['assert remove_Occ("hello","l") == "heo"', 'assert remove_Occ("abcda","a") == "bcd"',
+                       "assert math.isclose(remove_Occ('x', 'x'), 0)"],
+         "test_setup_code": "", "challenge_test_list": []},
+        {"task_id": 12, "text": "Uses setup.", "code": "def f(x):\n    return x",
+         "test_list": ["assert f(x) == 1"], "test_setup_code": "x = 1", "challenge_test_list": []},
+    ]  # fmt: skip
+    path = write_jsonl(tmp_path / "mbpp.jsonl", rows)
+    recs = load("mbpp", paths=[path])
+    r11, r12 = recs
+    assert r11["tests"] == {
+        "format": "stdio",
+        "cases": [
+            {"input": "'hello'\n'l'\n", "output": "'heo'\n"},
+            {"input": "'abcda'\n'a'\n", "output": "'bcd'\n"},
+        ],
+    }
+    assert r11["meta"]["dropped_asserts"] == 1 and "one Python literal per line" in r11["prompt"]
+    assert r11["reference"].startswith("def remove_Occ")
+    assert r12["tests"]["cases"] == [] and "not convertible" in r12["meta"]["no_tests_reason"]
+    call = load("mbpp", paths=[path], as_stdio=False)
+    assert call[0]["tests"]["format"] == "call" and call[0]["tests"]["entry_point"] == "remove_Occ"
+    assert call[1]["tests"]["setup"] == "x = 1"
+    assert mbpp_assert_to_io("assert f([1, 2], (3,)) == {1: 'a'}") == ("f", [[1, 2], (3,)], {1: "a"})
+    assert mbpp_assert_to_io("assert f(g(1)) == 2") is None
+
+
+def test_cure_json_list(tmp_path):
+    rows = [
+        {"question": "Add.", "test_input": ["1 2\n", "3 4\n"], "test_output": ["3\n", "7\n"],
+         "example_input": ["1 2\n"], "example_output": ["3\n"], "test_time_limit": 1},
+        {"question": "No tests.", "test_input": [], "test_output": [], "example_input": [], "example_output": [],
+         "test_time_limit": 1},
+    ]  # fmt: skip
+    path = tmp_path / "CodeContests_train.json"
+    path.write_text(json.dumps(rows))
+    from maxk.data.build import load_source
+
+    res = load_source("cure", {"paths": [str(path)], "name": "codecontests"})
+    a, b = res.records
+    assert a["id"] == "codecontests/0" and len(a["tests"]["cases"]) == 2 and a["time_limit"] == 1.0
+    assert b["meta"]["no_tests_reason"] == "no tests"
+    assert res.inputs[0]["sha256"] and len(res.inputs[0]["sha256"]) == 64
+    bad = [{"question": "x", "test_input": ["1"]}]
+    path.write_text(json.dumps(bad))
+    with pytest.raises(DataError, match="row 0: missing field 'test_output'"):
+        load_source("cure", {"paths": [str(path)]})

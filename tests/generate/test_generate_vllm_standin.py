@@ -1,0 +1,114 @@
+"""The vLLM adapter against a stand-in of vLLM's request/response objects."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from vllm_standin import EOS, FakeLLM, SamplingParams
+
+from maxk.generate.backends import SamplingParams as Params
+from maxk.generate.vllm import VLLMBackend, approx_entropy
+
+
+def _backend(**kw):
+    holder = {}
+
+    def factory(**kwargs):
+        holder["llm"] = FakeLLM(**kwargs)
+        return holder["llm"]
+
+    b = VLLMBackend("some/model", llm_factory=factory, sampling_params_cls=SamplingParams, **kw)
+    return b, holder["llm"]
+
+
+def test_engine_and_request_settings():
+    b, llm = _backend(tensor_parallel_size=4, entropy_top_logprobs=5, seed=9)
+    assert llm.kwargs["tensor_parallel_size"] == 4
+    assert llm.kwargs["logprobs_mode"] == "processed_logprobs"
+    assert llm.kwargs["model"] == "some/model" and llm.kwargs["seed"] == 9
+    b.generate(["p0", "p1"], [101, 202], Params(n=3, temperature=0.8, top_p=0.95, max_new_tokens=7))
+    ((prompts, sps),) = llm.calls
+    assert prompts == ["p0", "p1"]
+    assert [sp.seed for sp in sps] == [101, 202]
+    sp = sps[0]
+    assert (sp.n, sp.temperature, sp.top_p, sp.max_tokens, sp.logprobs) == (3, 0.8, 0.95, 7, 5)
+    assert EOS in sp.stop_token_ids
+
+
+def test_samples_logprobs_and_approx_entropy():
+    b, llm = _backend(entropy_top_logprobs=5)
+    params = Params(n=8, max_new_tokens=12)
+    out = b.generate(["a", "b"], [1, 2], params)
+    assert [len(x) for x in out] == [8, 8]
+    for seed, samples in zip([1, 2], out, strict=True):
+        for j, s in enumerate(samples):  # sorted back into index order
+            assert s.entropy_kind == "approx"
+            assert s.num_tokens == len(s.token_ids) <= 12
+            exact = llm.exact_entropies[(seed, j)]
+            assert len(exact) == s.num_tokens
+            # top-5 of 40 tokens plus a tail bucket: a lower bound, and not a trivial one
+            assert 0.5 * sum(exact) / len(exact) < s.mean_entropy <= sum(exact) / len(exact) + 1e-9
+            if s.finish_reason == "stop":
+                assert s.token_ids[-1] == EOS
+            else:
+                assert s.num_tokens == 12
+    assert {s.finish_reason for x in out for s in x} == {"stop", "length"}
+
+
+def test_full_vocab_logprobs_give_exact_entropy_value():
+    b, llm = _backend(entropy_top_logprobs=40)
+    (samples,) = b.generate(["a"], [4], Params(n=3, max_new_tokens=5))
+    for j, s in enumerate(samples):
+        exact = llm.exact_entropies[(4, j)]
+        assert s.mean_entropy == pytest.approx(sum(exact) / len(exact), abs=1e-9)
+        assert s.entropy_kind == "approx"  # still labelled approx: never mixed with exact
+
+
+def test_no_entropy_when_not_requested():
+    b, _ = _backend(entropy_top_logprobs=0)
+    (samples,) = b.generate(["a"], [4], Params(n=2, max_new_tokens=5))
+    assert all(s.entropy_kind == "none" and s.mean_entropy is None for s in samples)
+    assert all(math.isfinite(s.sum_logprob) for s in samples)
+    assert b.entropy_kind == "none"
+
+
+def test_sum_logprob_matches_cumulative():
+    b, llm = _backend(entropy_top_logprobs=2)
+    raw = llm  # regenerate the raw outputs with the same params to compare with the adapter
+    (samples,) = b.generate(["a"], [8], Params(n=4, max_new_tokens=6))
+    outs = raw.generate(["a"], [b.make_sampling_params(8, Params(n=4, max_new_tokens=6))])
+    cum = {o.index: o.cumulative_logprob for o in outs[0].outputs}
+    assert [s.sum_logprob for s in samples] == pytest.approx([cum[i] for i in range(4)])
+
+
+def test_aborted_or_missing_completions_are_errors():
+    b, llm = _backend()
+    orig = llm.generate
+
+    def aborted(prompts, sps, use_tqdm=True):
+        outs = orig(prompts, sps)
+        outs[0].outputs[0].finish_reason = "abort"
+        return outs
+
+    llm.generate = aborted
+    with pytest.raises(RuntimeError, match="abort"):
+        b.generate(["a"], [1], Params(n=2, max_new_tokens=3))
+
+    def short(prompts, sps, use_tqdm=True):
+        outs = orig(prompts, sps)
+        outs[0].outputs.pop()
+        return outs
+
+    llm.generate = short
+    with pytest.raises(RuntimeError, match="expected completions"):
+        b.generate(["a"], [1], Params(n=2, max_new_tokens=3))
+
+
+def test_approx_entropy_tail_bucket():
+    from vllm_standin import Logprob
+
+    # two tokens of 0.25 each, remaining 0.5 as one bucket
+    pos = {1: Logprob(math.log(0.25)), 2: Logprob(math.log(0.25))}
+    want = -2 * 0.25 * math.log(0.25) - 0.5 * math.log(0.5)
+    assert approx_entropy(pos) == pytest.approx(want)

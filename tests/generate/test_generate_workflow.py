@@ -1,0 +1,43 @@
+"""The generation rules in the DAG: paper config (hub model, 8 shards, vLLM GPUs) and the default."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _dry_run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1", *args],
+        cwd=ROOT, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+
+
+def test_paper_dag_shards_merge_and_gpus():
+    res = _dry_run("results/samples/base/codecontests_test.parquet", "--configfile", "config/paper.yaml")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "generate_shard        8" in out and "merge_samples         1" in out
+    assert "--model-path Qwen/Qwen2.5-Coder-7B-Instruct" in out
+    assert "gpu=1" in out
+    # the prompt section's '{entry_point}' must reach the job verbatim (not as a wildcard)
+    assert "{entry_point}" in out
+    assert "maxk generate merge --output results/samples/base/codecontests_test.parquet" in out
+
+
+def test_default_dag_builds_base_and_run_models_first():
+    res = _dry_run(
+        "results/samples/base/suite_test.parquet", "results/samples/grpo_continuous/humaneval.parquet"
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    for rule in ("base_model", "train", "generate_shard", "merge_samples"):
+        assert f"rule {rule}:" in out, rule
+    assert "--model-path results/models/base --model-name base" in out
+    assert "--model-path results/models/grpo_continuous --model-name grpo_continuous" in out
+    assert "gpu=0" in out  # transformers backend on CPU

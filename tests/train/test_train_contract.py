@@ -1,0 +1,110 @@
+"""Contract with TRL's internals: fails loudly if an upgrade changes what MaxKGRPOTrainer relies on."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+from pathlib import Path
+
+import pytest
+import torch
+from train_helpers import make_trainer
+
+from maxk.objectives import compute_advantages
+from maxk.train.grpo import TRL_VERSION
+
+
+def test_trl_is_the_pinned_release():
+    import trl
+
+    assert trl.__version__ == TRL_VERSION == importlib.metadata.version("trl")
+    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
+    assert f'"trl=={TRL_VERSION}"' in pyproject
+
+
+def test_trl_source_order_the_hook_relies_on():
+    from trl import GRPOTrainer
+
+    loss_src = inspect.getsource(GRPOTrainer._compute_loss)
+    assert loss_src.index("self._get_per_token_logps_and_entropies(") < loss_src.index('inputs["advantages"]')
+    prep_src = inspect.getsource(GRPOTrainer._prepare_inputs)
+    for needle in ("self._generate_and_score_completions(", "shuffle_sequence_dict(", "split_tensor_dict("):
+        assert needle in prep_src
+    gen_src = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    assert "self._calculate_rewards(" in gen_src and '"advantages": advantages' in gen_src
+
+
+def _first_batch(trainer):
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    return trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+
+
+def _grad_total(model):
+    return sum(p.grad.abs().sum().item() for p in model.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize(("method", "moves"), [("offpolicy_bon", True), ("grpo", False)])
+def test_zeroed_buffer_gradient_only_through_recomputation(tiny_model_dir, tmp_path, method, moves):
+    trainer = make_trainer(tiny_model_dir, tmp_path, method, beta=0.0)
+    batch = _first_batch(trainer)
+    assert batch["advantages"].abs().sum() > 0  # the synthetic reward varies within the group
+    batch["advantages"] = torch.zeros_like(batch["advantages"])
+    trainer.model.zero_grad()
+    trainer._compute_loss(trainer.model, batch).backward()
+    grad = _grad_total(trainer.model)
+    assert (grad > 0) if moves else (grad == 0.0)
+    assert (batch["advantages"] == 0).all()  # the buffer (reused by later PPO iterations) is untouched
+
+
+def _sequence_logps(model, batch):
+    """Sum of completion-token log-probs, computed independently of TRL (temperature 1)."""
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    att = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
+    tok = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None])[..., 0]
+    t = batch["completion_ids"].shape[1]
+    return (tok[:, -t:] * batch["completion_mask"]).sum(-1)
+
+
+def test_offpolicy_recomputation_uses_sequence_ratio(tiny_model_dir, tmp_path):
+    trainer = make_trainer(tiny_model_dir, tmp_path, "offpolicy_bon", beta=0.0, delta_clamp=10.0)
+    batch = _first_batch(trainer)
+    assert "old_per_token_logps" in batch and "rewards" in batch and "group_ids" in batch
+    n, k = trainer.num_generations, trainer.args.bon_k
+    order = torch.argsort(batch["group_ids"], stable=True)
+    rewards = batch["rewards"].double()[order].view(-1, n)
+    seen = []
+    real = trainer._offpolicy_advantages
+    trainer._offpolicy_advantages = lambda inputs, logps: seen.append(real(inputs, logps)) or seen[-1]
+
+    # iteration 1: pi_theta == pi_old, so the recomputed advantages equal bon_mean's (and the buffer's)
+    trainer._compute_loss(trainer.model, batch)
+    bon_mean = compute_advantages("bon_mean", rewards, k=k).view(-1)
+    assert torch.allclose(seen[-1][order].double(), bon_mean, atol=1e-5)
+    assert torch.allclose(batch["advantages"][order].double(), bon_mean, atol=1e-5)
+
+    # later iteration: move the policy; deltas from the SEQUENCE ratio pi_theta(y|x)/pi_old(y|x)
+    old_seq = _sequence_logps(trainer.model, batch)
+    with torch.no_grad():
+        for p in trainer.model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    deltas = torch.expm1(_sequence_logps(trainer.model, batch) - old_seq).double()
+    assert deltas.abs().max() > 1e-3
+    trainer._compute_loss(trainer.model, batch)
+    expect = compute_advantages(
+        "offpolicy_bon", rewards, k=k, deltas=deltas[order].view(-1, n), delta_clamp=10.0
+    ).view(-1)
+    assert torch.allclose(seen[-1][order].double(), expect, atol=1e-4)
+    assert not torch.allclose(expect, bon_mean, atol=1e-4)
+
+
+@pytest.mark.parametrize("method", ["grpo", "bon_max_second", "bon_loo1"])
+def test_batch_advantages_come_from_the_registry(tiny_model_dir, tmp_path, method):
+    trainer = make_trainer(tiny_model_dir, tmp_path, method)
+    batch = _first_batch(trainer)
+    n = trainer.num_generations
+    order = torch.argsort(batch["group_ids"], stable=True)
+    expect = compute_advantages(method, batch["rewards"].double()[order].view(-1, n), k=trainer.args.bon_k)
+    assert torch.allclose(batch["advantages"][order].double(), expect.view(-1), atol=1e-6)

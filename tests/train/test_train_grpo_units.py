@@ -1,0 +1,116 @@
+"""Pure helpers of maxk.train.grpo: group shuffle, whole-group check, sequence deltas, config checks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from maxk.train.grpo import (
+    MaxKGRPOConfig,
+    assert_whole_groups,
+    group_permutation,
+    grouped,
+    sequence_deltas,
+    shuffle_groups,
+)
+
+
+def test_group_permutation_moves_whole_groups():
+    torch.manual_seed(0)
+    seen = set()
+    for _ in range(20):
+        perm = group_permutation(12, 3)
+        assert sorted(perm.tolist()) == list(range(12))
+        blocks = perm.view(-1, 3)
+        assert (blocks[:, 0] % 3 == 0).all()
+        assert (blocks - blocks[:, :1] == torch.arange(3)).all()
+        seen.add(tuple(blocks[:, 0].tolist()))
+    assert len(seen) > 1  # it does shuffle
+
+
+def test_group_permutation_rejects_partial_groups():
+    with pytest.raises(ValueError, match="whole number of groups"):
+        group_permutation(10, 4)
+
+
+def test_shuffle_groups_keeps_rows_of_a_group_together():
+    torch.manual_seed(1)
+    n = 4
+    gid = torch.arange(16) // n
+    batch = {
+        "group_ids": gid,
+        "x": torch.arange(16) * 10,
+        "rows": [f"r{i}" for i in range(16)],
+        "num_items_in_batch": torch.tensor(7),
+    }
+    out = shuffle_groups(batch, n)
+    assert out["num_items_in_batch"].item() == 7
+    assert (out["x"] == out["group_ids"] * 0 + torch.tensor([int(r[1:]) * 10 for r in out["rows"]])).all()
+    for block in out["group_ids"].view(-1, n):
+        assert (block == block[0]).all()
+    assert_whole_groups(out["group_ids"][:8], n)
+
+
+def test_shuffle_groups_refuses_scattered_groups():
+    with pytest.raises(AssertionError, match="not contiguous"):
+        shuffle_groups({"group_ids": torch.tensor([0, 1, 0, 1])}, 2)
+
+
+def test_assert_whole_groups():
+    assert_whole_groups(torch.tensor([3, 3, 5, 5]), 2)
+    with pytest.raises(AssertionError, match="partial groups"):
+        assert_whole_groups(torch.tensor([3, 3, 3, 5]), 2)
+
+
+def test_sequence_deltas_use_the_sum_of_token_log_ratios():
+    new = torch.tensor([[0.1, 0.2, 5.0], [-0.1, 0.0, 0.0]])
+    old = torch.zeros(2, 3)
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    d = sequence_deltas(new, old, mask)
+    assert d[0].item() == pytest.approx(math.exp(0.3) - 1)  # sum, not mean; masked token ignored
+    assert d[1].item() == pytest.approx(math.exp(-0.1) - 1)
+    assert (sequence_deltas(new, None, mask) == 0).all()
+    assert torch.isfinite(
+        sequence_deltas(torch.full((1, 3), 100.0), torch.zeros(1, 3), torch.ones(1, 3))
+    ).all()
+
+
+def test_grouped_restores_order():
+    gid = torch.tensor([7, 2, 7, 2])
+    vals = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    g, order = grouped(vals, gid, 2)
+    assert g.tolist() == [[2.0, 4.0], [1.0, 3.0]]
+    back = torch.empty_like(vals)
+    back[order] = g.view(-1)
+    assert (back == vals).all()
+    with pytest.raises(AssertionError):
+        grouped(vals, torch.tensor([1, 1, 1, 2]), 2)
+
+
+def _cfg(tmp_path, **kw):
+    base = dict(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        num_generations=4,
+        per_device_train_batch_size=4,
+    )
+    base.update(kw)
+    return MaxKGRPOConfig(**base)
+
+
+def test_config_validation(tmp_path):
+    assert _cfg(tmp_path, advantage_method="bon_mean", bon_k=4).bon_k == 4
+    with pytest.raises(ValueError, match="multiple of num_generations"):
+        _cfg(tmp_path, per_device_train_batch_size=2, gradient_accumulation_steps=2)
+    with pytest.raises(ValueError, match="advantage_method"):
+        _cfg(tmp_path, advantage_method="nope")
+    with pytest.raises(ValueError, match="bon_k"):
+        _cfg(tmp_path, advantage_method="bon_mean", bon_k=5)
+    with pytest.raises(ValueError, match="bon_k"):
+        _cfg(tmp_path, advantage_method="bon_loo1", bon_k=1)
+    with pytest.raises(ValueError, match="reward_kind"):
+        _cfg(tmp_path, reward_kind="fuzzy")

@@ -1,0 +1,192 @@
+"""Command construction, config mapping, reward function, metrics CSV and the paper-scale DAG (offline)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from maxk.train.launch import grpo_kwargs, launch_prefix, run_config, run_hash, train_config_json
+from maxk.train.run import SandboxReward, write_metrics_csv
+
+ROOT = Path(__file__).parents[2]
+
+
+def _config(name):
+    return yaml.safe_load((ROOT / "config" / name).read_text())
+
+
+def test_launch_prefix_cpu_and_gpu():
+    launch = {"accelerate_config": "workflow/deepspeed/zero2.yaml", "main_process_port": None}
+    assert launch_prefix(launch, 0) == "maxk"
+    cmd = shlex.split(launch_prefix(launch, 8))
+    assert cmd[:2] == ["accelerate", "launch"]
+    assert cmd[cmd.index("--config_file") + 1] == "workflow/deepspeed/zero2.yaml"
+    assert cmd[cmd.index("--num_processes") + 1] == "8"
+    assert cmd[-2:] == ["-m", "maxk"]
+    assert (ROOT / launch["accelerate_config"]).is_file()
+    ds = yaml.safe_load((ROOT / launch["accelerate_config"]).read_text())
+    assert ds["distributed_type"] == "DEEPSPEED" and ds["deepspeed_config"]["zero_stage"] == 2
+    assert "--main_process_port" in launch_prefix({**launch, "main_process_port": 29511}, 2)
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
+def test_every_run_maps_to_a_valid_trainer_config(name, tmp_path):
+    from maxk.train.grpo import MaxKGRPOConfig
+
+    cfg = _config(name)
+    hashes = set()
+    for run, entry in cfg["runs"].items():
+        eff = run_config(cfg["train"], entry)
+        hashes.add(run_hash(eff))
+        kw = grpo_kwargs(eff, output_dir=str(tmp_path / run), seed=1, use_cpu=True)
+        args = MaxKGRPOConfig(**kw)
+        assert args.advantage_method == entry["method"]
+        assert args.loss_type == cfg["train"]["loss_type"] and args.use_bias_correction_kl is False
+        assert args.num_iterations == entry.get("num_iterations", cfg["train"]["num_iterations"])
+        assert json.loads(train_config_json(cfg, run))["run"] == entry
+    assert len(hashes) == len(cfg["runs"])  # distinct checkpoint directories
+
+
+def test_paper_values():
+    t = _config("paper.yaml")["train"]
+    assert (t["num_generations"], t["temperature"], t["top_p"], t["max_completion_length"]) == (
+        8,
+        1.0,
+        1.0,
+        256,
+    )
+    assert (t["learning_rate"], t["beta"], t["epsilon"], t["num_iterations"], t["num_train_epochs"]) == (
+        5e-6,
+        0.01,
+        0.2,
+        3,
+        1,
+    )
+    kw = grpo_kwargs(run_config(t, {"method": "offpolicy_bon"}), output_dir="x", seed=1, use_cpu=False)
+    assert kw["use_vllm"] and kw["vllm_mode"] == "colocate" and kw["optim"] == "adamw_torch"
+    assert kw["weight_decay"] == 0.0  # Adam
+
+
+def test_sandbox_reward_kinds():
+    class FakeScorer:  # trusted: no program runs here
+        def __init__(self):
+            self.calls = []
+
+        def score(self, pairs):
+            self.calls.append(pairs)
+            return [
+                SimpleNamespace(passed=len(prog) % 4, total=3, reward=(len(prog) % 4) / 3)
+                for _, prog in pairs
+            ]
+
+    problems = {"p": {"id": "p", "tests": {"format": "stdio", "cases": []}}}
+    scorer = FakeScorer()
+    extract = lambda text, problem: text.upper()  # noqa: E731
+    cont = SandboxReward(problems, scorer, "continuous", extract)
+    binary = SandboxReward(problems, scorer, "binary", extract)
+    comps = ["ab", "abc", [{"role": "assistant", "content": "a"}]]
+    assert cont(comps, ["p"] * 3) == pytest.approx([2 / 3, 1.0, 1 / 3])
+    assert binary(comps, ["p"] * 3) == [0.0, 1.0, 0.0]
+    assert len(scorer.calls) == 2 and len(scorer.calls[0]) == 3  # one batched call per reward step
+    assert scorer.calls[0][0][1] == "AB"
+    with pytest.raises(ValueError):
+        SandboxReward(problems, scorer, "fuzzy", extract)
+
+
+def test_metrics_csv(tmp_path):
+    hist = [
+        {"loss": 0.1, "step": 1, "step_time": 2.0, "time/generation_s": 1.2, "time/reward_s": 0.3, "kl": 0.0},
+        {"loss": 0.2, "step": 2, "step_time": 0.5, "delta/abs_mean_iter1": 0.01},
+        {"train_runtime": 3.0, "step": 2},
+    ]
+    path = tmp_path / "m.csv"
+    assert write_metrics_csv(path, hist) == 2
+    rows = list(csv.DictReader(path.open()))
+    assert float(rows[0]["time/update_s"]) == pytest.approx(0.5)
+    assert float(rows[1]["time/update_s"]) == pytest.approx(0.5)
+    assert rows[1]["delta/abs_mean_iter1"] == "0.01" and rows[1]["kl"] == ""
+
+
+def test_cli_registration_is_cheap():
+    code = (
+        "import sys, maxk.cli; maxk.cli.build_parser(); print('torch' in sys.modules, 'trl' in sys.modules)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_cli_rejects_bad_config(tmp_path, capsys):
+    from maxk.cli import main
+
+    assert (
+        main(
+            [
+                "train",
+                "--run",
+                "r",
+                "--config-json",
+                "{oops",
+                "--model",
+                "m",
+                "--data",
+                "d",
+                "--out",
+                "o",
+                "--metrics",
+                "x.csv",
+            ]
+        )
+        == 1
+    )
+    assert "not valid JSON" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "train",
+                "--run",
+                "r",
+                "--config-json",
+                '{"seed": 1, "train": {}, "run": {}}',
+                "--model",
+                str(tmp_path / "missing"),
+                "--data",
+                "d",
+                "--out",
+                "o",
+                "--metrics",
+                "x.csv",
+            ]
+        )
+        == 1
+    )
+    assert "missing" in capsys.readouterr().err
+
+
+def test_paper_dag_lists_ten_gpu_training_runs():
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-p", "--configfile", "config/paper.yaml", "--cores", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout + out.stderr
+    runs = sorted(_config("paper.yaml")["runs"])
+    assert len(runs) == 10
+    for run in runs:
+        assert f"results/models/{run}" in text and f"--run {run} " in text
+    assert text.count("accelerate launch --config_file workflow/deepspeed/zero2.yaml --num_processes 8") >= 10
+    assert "gpu=8" in text

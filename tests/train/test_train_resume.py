@@ -1,0 +1,69 @@
+"""`train_run` end to end on the tiny model with a trusted fake scorer: outputs, metrics, resume."""
+
+from __future__ import annotations
+
+import csv
+from types import SimpleNamespace
+
+import pytest
+
+from maxk.io import write_jsonl
+from maxk.train.run import train_run
+
+
+class Killed(Exception):
+    pass
+
+
+class LengthScorer:
+    """Trusted stand-in for maxk.sandbox.Scorer: never executes the program. ``die_at``: the call
+    that raises (simulates a job killed half-way)."""
+
+    def __init__(self, die_at=None):
+        self.calls, self.die_at = 0, die_at
+
+    def score(self, pairs):
+        self.calls += 1
+        if self.calls == self.die_at:
+            raise Killed
+        return [
+            SimpleNamespace(passed=len(p) % 3, total=2, reward=min(1.0, (len(p) % 3) / 2)) for _, p in pairs
+        ]
+
+
+def _problems(n):
+    return [
+        {"id": f"syn/{i}", "source": "syn", "prompt": f"Print {i}.", "difficulty": 1,
+         "tests": {"format": "stdio", "cases": [{"input": "", "output": f"{i}\n"}]}}
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_train_run_writes_outputs_and_resumes(tiny_model_dir, tmp_path):
+    data = tmp_path / "train.jsonl.gz"
+    write_jsonl(data, _problems(6))
+    train = dict(
+        dataset="x", max_prompts=None, max_steps=4, save_steps=1, num_generations=4, temperature=1.0,
+        top_p=1.0,
+        max_completion_length=6, learning_rate=1e-3, beta=0.01, use_bias_correction_kl=False, epsilon=0.2,
+        num_iterations=2, num_train_epochs=1, loss_type="grpo", per_device_train_batch_size=4,
+        gradient_accumulation_steps=1, bon_k=2, delta_clamp=0.2,
+    )  # fmt: skip
+    config = {"seed": 3, "train": train, "run": {"method": "offpolicy_bon"}}
+    kw = dict(run="r", model=tiny_model_dir, data=str(data), out=str(tmp_path / "out" / "r"),
+              metrics=str(tmp_path / "m.csv"), checkpoints=str(tmp_path / "ck"))  # fmt: skip
+    with pytest.raises(Killed):  # killed at the 2nd generation, after checkpoint-2 was written
+        train_run(config=config, **kw, scorer=LengthScorer(die_at=2))
+    assert not (tmp_path / "out" / "r").exists()
+    ckpts = sorted(p.name for p in (tmp_path / "ck").glob("r-*/checkpoint-*"))
+    assert ckpts and ckpts[-1] == "checkpoint-2"  # checkpoints live outside the declared output
+
+    summary = train_run(config=config, **kw, scorer=LengthScorer())
+    assert summary["steps"] == 4 and summary["resumed_from"].endswith("checkpoint-2")
+    assert (tmp_path / "out" / "r" / "config.json").is_file()
+    assert (tmp_path / "out" / "r" / "provenance.json").is_file()
+    assert not list((tmp_path / "out").glob(".tmp-*"))
+    rows = list(csv.DictReader((tmp_path / "m.csv").read_text().splitlines()))
+    assert [r["step"] for r in rows] == ["1", "2", "3", "4"]  # history restored from the checkpoint
+    assert {"reward", "advantage/mean", "time/update_s", "kl"} <= set(rows[0])
+    assert rows[0]["delta/abs_mean_iter0"] != "" and rows[1]["delta/abs_mean_iter1"] != ""

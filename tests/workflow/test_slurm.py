@@ -1,0 +1,117 @@
+"""The Slurm profile, offline: it parses, plans the paper's jobs with the right resources, and drives a
+small real DAG through the real executor plugin against stand-in sbatch/sacct/srun (tests/fake_slurm)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = ROOT / "profiles" / "slurm"
+FAKE = ROOT / "tests" / "fake_slurm"
+
+
+def run(
+    args: list[str], extra_env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
+    bindir = str(Path(sys.executable).parent)
+    env = dict(
+        os.environ, PYTHONPATH=str(ROOT / "src"), PATH=f"{bindir}:{os.environ['PATH']}", **(extra_env or {})
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def test_profile_is_sane() -> None:
+    prof = yaml.safe_load((PROFILE / "config.yaml").read_text())
+    assert prof["executor"] == "slurm"
+    assert prof["retries"] >= 1 and prof["rerun-incomplete"] is True
+    assert "software-deployment-method" not in prof  # a dry run without conda would fail
+    for rule, res in prof.get("set-resources", {}).items():
+        assert not ("gres" in res and "gpu" in res), f"{rule}: gres and gpu both set"
+        extra = str(res.get("slurm_extra", ""))
+        assert not re.search(r"--(gres|gpus|mem|partition|time|account)\b|(^|\s)-[pAt]\s", extra), rule
+
+
+def dry_run_jobs(output: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, resources) of every job in a `snakemake -n` listing."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        m = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if not m:
+            continue
+        res = re.search(r"^\s*resources: (.*)$", block, re.M)
+        pairs = dict(kv.split("=", 1) for kv in res.group(1).split(", ")) if res else {}
+        jobs.append((m.group(1), pairs))
+    return jobs
+
+
+def test_paper_config_plans_every_job_on_slurm() -> None:
+    res = run(["-n", "--forceall", "--configfile", "config/paper.yaml", "--profile", str(PROFILE)])
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    jobs = dry_run_jobs(res.stdout + res.stderr)
+    counts = Counter(rule for rule, _ in jobs)
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    assert counts["train"] == len(paper["runs"]) == 10
+    assert counts["data_build"] == len(paper["datasets"])
+    assert "base_model" not in counts  # the paper's base model is Qwen2.5-Coder-7B-Instruct, not built
+    pairs = counts["score"]
+    assert pairs >= 10 and counts["merge_samples"] == pairs
+    assert counts["generate_shard"] == pairs * paper["generate"]["num_shards"]
+    assert counts["analysis_table"] >= 4 + 2 * len(paper["analysis"]["datasets"])
+    for rule, resources in jobs:
+        if rule == "train":
+            assert resources["gpu"] == str(paper["resources"]["train"]["gpu"])
+            assert resources["slurm_partition"] == "gpu"
+        elif rule == "generate_shard":
+            assert int(resources["gpu"]) >= 1 and resources["slurm_partition"] == "gpu"
+        elif rule in ("score", "data_build", "analysis_table"):
+            assert "gpu" not in resources and resources["slurm_partition"] == "cpu", (rule, resources)
+        if resources:
+            assert resources["slurm_account"] == "my_account"
+
+
+@pytest.mark.slow
+def test_small_dag_runs_through_the_real_slurm_plugin(tmp_path: Path) -> None:
+    """Base model -> one generation with a GPU request -> scoring, all submitted through sbatch."""
+    cfg = yaml.safe_load((ROOT / "tests" / "workflow" / "config_small.yaml").read_text())
+    cfg["resources"]["generate_shard"] = {"threads": 1, "mem_mb": 2000, "runtime": 20, "gpu": 1}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    state = tmp_path / "slurm"
+    workdir = tmp_path / "work"
+    res = run(
+        [
+            "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir), "--configfile", str(config),
+            "--profile", str(PROFILE), "--slurm-init-seconds-before-status-checks", "1",
+            "results/scores/base/suite_test.parquet",
+        ],
+        extra_env={
+            "PATH": f"{FAKE / 'bin'}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "FAKE_SLURM_DIR": str(state),
+            "FAKE_SLURM_CHECK": str(FAKE / "check_submission.py"),
+        },
+        timeout=900,
+    )  # fmt: skip
+    submissions = [json.loads(line) for line in (state / "sbatch.jsonl").read_text().splitlines()]
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert (workdir / "results" / "scores" / "base" / "suite_test.parquet").is_file()
+    rules = Counter(s["comment"].removeprefix("rule_").split("_wildcards")[0] for s in submissions)
+    assert rules["generate_shard"] == cfg["generate"]["num_shards"] and rules["base_model"] == 1
+    assert rules["score"] == 1
+    gpu_jobs = [s for s in submissions if s["comment"].startswith("rule_generate_shard")]
+    assert all(s["opts"]["gpus"] == "1" and s["opts"]["p"] == "gpu" for s in gpu_jobs)

@@ -1,0 +1,173 @@
+"""The whole DAG for real on a reduced config: every stage, kill-and-resume, byte-identical results.
+
+One clean run (module fixture) is the reference. A second run is killed three times (SIGKILL while
+training, SIGTERM while generating, SIGKILL while scoring), unlocked and rerun each time, exactly as a
+user would; it must complete, keep what was finished before each kill, leave no process behind, and
+end with tables byte-identical to the clean run's (same config and seed => same bytes).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = ROOT / "tests" / "workflow" / "config_small.yaml"
+SANDBOX_UID = 65534
+
+pytestmark = pytest.mark.slow
+
+
+def smk_cmd(workdir: Path, *args: str, config: Path = SMALL) -> list[str]:
+    return [
+        sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+        "--directory", str(workdir), "--configfile", str(config), "--cores", "2", *args,
+    ]  # fmt: skip
+
+
+def env() -> dict[str, str]:
+    bindir = str(Path(sys.executable).parent)
+    return dict(os.environ, PYTHONPATH=str(ROOT / "src"), PATH=f"{bindir}:{os.environ['PATH']}", CI="true")
+
+
+def smk(
+    workdir: Path, *args: str, config: Path = SMALL, timeout: int = 900
+) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run(
+        smk_cmd(workdir, *args, config=config), capture_output=True, text=True, env=env(), timeout=timeout
+    )
+    assert res.returncode == 0, f"snakemake {args} failed:\n{res.stdout[-3000:]}\n{res.stderr[-5000:]}"
+    return res
+
+
+def result_files(workdir: Path, pattern: str) -> dict[str, bytes]:
+    return {
+        str(Path(p).relative_to(workdir)): Path(p).read_bytes()
+        for p in sorted(glob.glob(str(workdir / pattern), recursive=True))
+    }
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    workdir = tmp_path_factory.mktemp("clean")
+    smk(workdir)
+    return workdir
+
+
+def test_clean_run_produces_every_artefact(clean_run: Path) -> None:
+    res = clean_run / "results"
+    for rel in [
+        "data/suite_train.jsonl.gz", "data/suite_test.manifest.json", "models/base/config.json",
+        "models/grpo_continuous/config.json", "models/offpolicy_bon/config.json",
+        "metrics/train/offpolicy_bon.csv", "samples/grpo_continuous/suite_test.parquet",
+        "scores/offpolicy_bon/suite_call.parquet", "metrics/base/suite_test.parquet",
+        "tables/max_at_16.tex", "tables/max_at_16.md", "tables/max_at_16.csv",
+        "tables/full_max_suite_test.tex", "stats/significance.csv", "figures/passk_curve.pdf",
+        "figures/entropy.png", "figures/maxk_suite_test.png",
+        "provenance/environment.json",
+    ]:  # fmt: skip
+        assert (res / rel).is_file(), rel
+    assert not list((res / "samples").glob("*/*/shard*.parquet")), "shards are temp() and must be gone"
+    assert list((res / "lab").iterdir()), "the estimator lab wrote nothing"
+    for table in (res / "tables").glob("*.tex"):
+        assert (table.parent / (table.name + ".provenance.json")).is_file(), table
+    again = smk(clean_run, "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_report_is_self_contained_html(clean_run: Path) -> None:
+    smk(clean_run, "--report", "report.html")
+    html = (clean_run / "report.html").read_text(errors="replace")
+    assert html.lstrip().lower().startswith("<!doctype html")
+    for name in ("max_at_16", "passk_curve", "significance"):
+        assert name in html, name
+
+
+def run_until(workdir: Path, markers: str, sig: int, timeout: float = 600) -> set[str]:
+    """Start the workflow, wait until a NEW file matches ``markers``, send ``sig`` to its process group."""
+    before = set(glob.glob(str(workdir / markers)))
+    proc = subprocess.Popen(
+        smk_cmd(workdir),
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            new = set(glob.glob(str(workdir / markers))) - before
+            if new:
+                time.sleep(0.5)  # let the job get going
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=120)
+                return new
+            if proc.poll() is not None:
+                pytest.fail(f"the workflow ended (rc={proc.returncode}) before {markers} appeared")
+            time.sleep(0.1)
+        pytest.fail(f"{markers} did not appear within {timeout}s")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    raise AssertionError("unreachable")
+
+
+def leftover_processes(workdir: Path) -> list[str]:
+    """Processes still running for this workdir (its jobs carry the path) or sandbox workers of this
+    checkout (other checkouts on the same machine may legitimately run their own)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            continue
+        if str(workdir) in cmd or (uid == SANDBOX_UID and f"{ROOT}/src/maxk/sandbox/_worker.py" in cmd):
+            out.append(f"{pid}: {cmd[:200]}")
+    return out
+
+
+def test_killed_run_resumes_to_identical_results(clean_run: Path, tmp_path: Path) -> None:
+    workdir = tmp_path / "killed"
+    workdir.mkdir()
+    kills = [
+        ("results/logs/train/*.log", signal.SIGKILL),
+        ("results/logs/generate/*/*/shard*.log", signal.SIGTERM),
+        ("results/logs/score/*/*.log", signal.SIGKILL),
+    ]
+    kept: dict[str, float] = {}
+    for markers, sig in kills:
+        run_until(workdir, markers, sig)
+        time.sleep(1.0)
+        assert leftover_processes(workdir) == [], f"processes survived {sig.name}"
+        # finished outputs so far must be kept, not redone, by every later run
+        for path in glob.glob(str(workdir / "results/data/*.jsonl.gz")) + glob.glob(
+            str(workdir / "results/scores/*/*.parquet")
+        ):
+            kept.setdefault(path, os.stat(path).st_mtime_ns)
+        smk(workdir, "--unlock")
+    smk(workdir)
+    assert kept, "nothing finished before the kills: the test would not test resumption"
+    for path, mtime in kept.items():
+        assert os.stat(path).st_mtime_ns == mtime, f"{path} was redone after a kill"
+    clean = result_files(clean_run, "results/tables/*.[tcm][esd][xdv]") | result_files(
+        clean_run, "results/stats/significance.csv"
+    )
+    resumed = result_files(workdir, "results/tables/*.[tcm][esd][xdv]") | result_files(
+        workdir, "results/stats/significance.csv"
+    )
+    assert clean.keys() == resumed.keys() and clean
+    for name in clean:
+        assert clean[name] == resumed[name], (
+            f"{name} differs between the clean and the killed-and-resumed run"
+        )
