@@ -235,3 +235,15 @@ def test_doctor_reports_every_layer(capsys):
         for name in names:
             assert f"\n{name} " in out
     assert "probe: correct program scores 1" in out and " NO " not in out
+
+
+def test_scorer_accepts_the_config_section_as_is():
+    import yaml
+
+    from maxk.sandbox import Limits
+
+    for name in ("config/config.yaml", "config/paper.yaml"):
+        section = yaml.safe_load(open(name))["sandbox"]
+        limits = Limits.make(**section)
+        assert limits.output_bytes == int(section["output_mb"] * (1 << 20))
+        assert limits.minimum == section["isolation"]["minimum"]

@@ -115,8 +115,12 @@ class Limits:
 
     @classmethod
     def make(cls, **kwargs: Any) -> Limits:
-        """Build from keyword arguments or a config section (nested ``isolation`` dict accepted)."""
-        flat = dict(kwargs)
+        """Build from keyword arguments, or from the ``sandbox`` config section as is:
+        ``Scorer(**config["sandbox"])``."""
+        flat = {k: v for k, v in kwargs.items() if v is not None}
+        flat.pop("batch_size", None)  # `maxk score` only
+        if "output_mb" in flat:  # config spelling
+            flat["output_bytes"] = int(float(flat.pop("output_mb")) * (1 << 20))
         iso = flat.pop("isolation", None) or {}
         layers = iso.get("layers", {})
         for key in ("minimum", "allow_below_minimum"):
