@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -243,7 +244,7 @@ def test_scorer_accepts_the_config_section_as_is():
     from maxk.sandbox import Limits
 
     for name in ("config/config.yaml", "config/paper.yaml"):
-        section = yaml.safe_load(open(name))["sandbox"]
+        section = yaml.safe_load(Path(name).read_text())["sandbox"]
         limits = Limits.make(**section)
         assert limits.output_bytes == int(section["output_mb"] * (1 << 20))
         assert limits.minimum == section["isolation"]["minimum"]
