@@ -1150,7 +1150,8 @@ class Worker:
     # -- loop -------------------------------------------------------------------------------
     def loop(self) -> None:
         inp, outp = 0, 1
-        send_frame(outp, {"status": "hello", "layers": self.layers, "notes": self.notes, "pid": os.getpid()})
+        hello = {"status": "hello", "layers": self.layers, "notes": self.notes, "scratch": self.scratch}
+        send_frame(outp, hello)
         while True:
             msg = recv_frame(inp, exact=True)
             if msg is None or msg.get("op") == "exit":
@@ -1162,6 +1163,8 @@ class Worker:
                 reply = self.load(msg)
             elif op == "call":
                 reply = self.call(msg)
+            elif op == "sync":  # answered after every earlier clean-up has run
+                reply = {"status": "synced"}
             elif op == "end":
                 if msg.get("token", self.token) == self.token:
                     self.deferred.append(self.end_child)

@@ -25,9 +25,11 @@ import json
 import os
 import queue
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -179,11 +181,22 @@ class _Dead(Exception):
     """The worker did not answer in time or died; it has been killed."""
 
 
+def _remove_scratch(path: Any) -> None:
+    """Remove a dead worker's scratch dir (under Landlock the worker cannot remove it itself)."""
+    if not isinstance(path, str):
+        return
+    p = Path(path)
+    if p.parent != Path(tempfile.gettempdir()) or not p.name.startswith("maxk-sbx-") or p.is_symlink():
+        return
+    shutil.rmtree(p, ignore_errors=True)
+
+
 class _WorkerHandle:
     """One worker process and its pipes. Used by a single thread."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, owner: str = "") -> None:
         self.limits = limits
+        self.owner = owner
         self.proc: subprocess.Popen | None = None
         self.hello: dict[str, Any] = {}
         self.outstanding: collections.deque[float] = collections.deque()  # guards of unread replies
@@ -193,7 +206,12 @@ class _WorkerHandle:
     def start(self) -> dict[str, Any]:
         debug = bool(os.environ.get("MAXK_SANDBOX_DEBUG"))
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", _WORKER_SCRIPT, json.dumps(self.limits.worker_config())],
+            [
+                sys.executable,
+                "-I",
+                _WORKER_SCRIPT,
+                json.dumps(dict(self.limits.worker_config(), owner=self.owner)),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None if debug else subprocess.DEVNULL,
@@ -278,6 +296,7 @@ class _WorkerHandle:
         for f in (proc.stdin, proc.stdout):
             with contextlib.suppress(OSError):
                 f.close()
+        _remove_scratch(self.hello.get("scratch"))
 
     def close(self) -> None:
         if self.proc is None:
@@ -552,7 +571,9 @@ class Scorer:
         self.problems_lock = threading.Lock()
         self.hits = 0
         self.tokens = itertools.count(1)  # one id per program run (next() is atomic under the GIL)
-        self.handles = [_WorkerHandle(self.limits) for _ in range(n)]
+        #: appears in the command line of every process of this pool (workers and every forked child)
+        self.owner = f"maxk-sandbox-{os.getpid()}-{os.urandom(4).hex()}"
+        self.handles = [_WorkerHandle(self.limits, self.owner) for _ in range(n)]
         self.threads: list[threading.Thread] = []
         started: list[Any] = [None] * n
         ready = threading.Barrier(n + 1)
@@ -637,7 +658,8 @@ class Scorer:
                     self.queue.put(None)  # shutdown: handled once the current job is done
                 elif isinstance(nxt, _Job):
                     following = self._begin_safe(handle, nxt)
-            self._complete(handle, current)
+            # at the end of a batch, wait until the worker has cleaned up (no process of it survives)
+            self._complete(handle, current, sync=following is None and self.queue.empty())
             current = following
 
     def _begin_safe(self, handle: _WorkerHandle, job: _Job) -> _Pending:
@@ -649,12 +671,15 @@ class Scorer:
             pending.error = exc
             return pending
 
-    def _complete(self, handle: _WorkerHandle, pending: _Pending) -> None:
+    def _complete(self, handle: _WorkerHandle, pending: _Pending, sync: bool = False) -> None:
         job = pending.job
         try:
             if pending.error is not None:
                 raise pending.error
             verdicts = self._finish(handle, pending)
+            if sync and handle.proc is not None:
+                with contextlib.suppress(_Dead):
+                    handle.request({"op": "sync"}, guard=30)
         except SandboxError as exc:
             job.error = exc
             verdicts = []
