@@ -255,7 +255,9 @@ class _WorkerHandle:
 
     def send(self, msg: dict[str, Any], guard: float) -> None:
         """Send ``msg`` without waiting; its reply must arrive within ``guard`` s once it is next in line."""
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is not None and self.proc.poll() is not None:
+            self.kill()  # died on its own (or was killed from outside): clean up, then restart
+        if self.proc is None:
             self.start()
         try:
             self.proc.stdin.write(_frame(msg))
