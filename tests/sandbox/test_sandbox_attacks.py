@@ -104,7 +104,7 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
             "def add(a, b):\n    return exp.get(f'{a}, {b}')\n"
         ),
         "proc_environ_and_mem_scan": (
-            "import os, re\nfound = False\nNEEDLE = ('add(5, ' + '7) == 12').encode()\n"
+            "import os, re\nfound = False\nNEEDLE = ''.join(['add(5, ', '7) == 12']).encode()\n"
             "for path in ['/proc/self/environ', '/proc/1/environ', f'/proc/{os.getppid()}/environ']:\n"
             "    try:\n"
             f"        found |= {SECRET!r}.encode() in open(path, 'rb').read()\n"
@@ -129,7 +129,7 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
             "def add(a, b):\n    return a + b if found else None\n"
         ),
         "frame_and_gc_steal": (
-            "import gc, sys\nseen = False\nNEEDLE = 'add(5, ' + '7)'\n"
+            "import gc, sys\nseen = False\nNEEDLE = ''.join(['add(5, ', '7)'])\n"
             "for o in gc.get_objects():\n"
             "    try:\n"
             "        if isinstance(o, dict) and o is not globals():\n"
@@ -139,7 +139,7 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
             "    except Exception:\n        pass\n"
             "f = sys._getframe()\n"
             "while f is not None:\n"
-            "    seen |= any(('ass' + 'ert ') in repr(v) for v in f.f_locals.values())\n"
+            "    seen |= any(''.join(['ass', 'ert ']) in repr(v) for v in f.f_locals.values())\n"
             "    f = f.f_back\n"
             "def add(a, b):\n    return a + b if seen else None\n"
         ),
@@ -207,7 +207,7 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
             "import sys\nsrc = ''\n"
             "for p in ['/proc/self/cmdline', getattr(sys.modules['__main__'], '__file__', '') or '']:\n"
             "    try:\n        src += open(p, errors='replace').read()\n    except Exception:\n        pass\n"
-            "def add(a, b):\n    return a + b if ('add(5, ' + '7)') in src else None\n"
+            "def add(a, b):\n    return a + b if (''.join(['add(5, ', '7)'])) in src else None\n"
         ),
         "daemon_thread_outlives_case": (
             "import threading\n"
@@ -253,14 +253,19 @@ MODES = {
 }
 
 
-def _sandbox_pids() -> set[int]:
+def _sandbox_pids(owner: str) -> set[int]:
+    """Processes of one Scorer: its workers and everything forked from them carry ``owner`` in their
+    command line, also after escaping the process tree (other sessions' sandboxes do not)."""
     pids = set()
     for p in os.listdir("/proc"):
         if p.isdigit():
             try:
-                if os.stat(f"/proc/{p}").st_uid == SANDBOX_UID:
+                if (
+                    os.stat(f"/proc/{p}").st_uid == SANDBOX_UID
+                    and owner.encode() in Path(f"/proc/{p}/cmdline").read_bytes()
+                ):
                     pids.add(int(p))
-            except FileNotFoundError:
+            except OSError:
                 pass
     return pids
 
@@ -328,7 +333,6 @@ def attacked(request, tmp_path_factory):
     call_attacks = _call_attacks(ctx)
     stdio_attacks = _stdio_attacks(ctx)
     os.environ["MAXK_TEST_SECRET"] = SECRET
-    before = _sandbox_pids()
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
         with Scorer(workers=2, timeout_s=1.0, memory_mb=1024, **MODES[mode]) as scorer:
@@ -336,10 +340,10 @@ def attacked(request, tmp_path_factory):
             t0 = time.monotonic()
             scores = scorer.score(pairs)
             took = time.monotonic() - t0
-            during = _sandbox_pids()
+            during = _sandbox_pids(scorer.owner)
             worker_pids = set().union(*(_worker_processes(h.proc.pid) for h in scorer.handles))
             control = scorer.score([(ADD, GOOD_CALL), (SUM, GOOD_STDIO)])
-            layers, level = scorer.layers, scorer.level
+            layers, level, owner = scorer.layers, scorer.level, scorer.owner
     finally:
         del os.environ["MAXK_TEST_SECRET"]
         listener.close()
@@ -349,8 +353,8 @@ def attacked(request, tmp_path_factory):
         "scores": dict(zip(list(call_attacks) + list(stdio_attacks), scores, strict=True)),
         "control": control,
         "took": took,
-        "leftover_during": during - before - worker_pids,
-        "leftover_after": _sandbox_pids() - before,
+        "leftover_during": during - worker_pids,
+        "leftover_after": _sandbox_pids(owner),
         "connections": listener.connections,
         "files": [
             p
@@ -443,6 +447,14 @@ def test_scorer_survives_attacks(attacked):
 def test_mode_reaches_its_level(attacked):
     assert attacked["level"] in (("full",) if attacked["mode"] == "full" else ("portable",))
     assert isolation_level(attacked["layers"]) == attacked["level"]
+
+
+def test_no_scratch_dirs_left_behind():
+    with Scorer(workers=2) as scorer:
+        assert scorer.score([(ADD, GOOD_CALL), (SUM, GOOD_STDIO)])[0].reward == 1.0
+        scratch = [Path(h.hello["scratch"]) for h in scorer.handles]
+        assert all(p.is_dir() and p.name.startswith("maxk-sbx-") for p in scratch)
+    assert not any(p.exists() for p in scratch)
 
 
 def test_below_minimum_is_an_error():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -221,3 +222,29 @@ def test_cli_score_unknown_problem_names_file_row_field(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 1 and "s.parquet" in err and "row 1" in err and "problem_id" in err
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_doctor_reports_every_layer(capsys):
+    from maxk.sandbox import LEVELS
+
+    rc = main(["sandbox", "doctor", "--config-json", json.dumps({"isolation": {"minimum": "portable"}})])
+    out = capsys.readouterr().out
+    with capsys.disabled():  # keep the report in the CI log
+        print("\n" + out)
+    assert rc == 0, out
+    for names in LEVELS.values():
+        for name in names:
+            assert f"\n{name} " in out
+    assert "probe: correct program scores 1" in out and " NO " not in out
+
+
+def test_scorer_accepts_the_config_section_as_is():
+    import yaml
+
+    from maxk.sandbox import Limits
+
+    for name in ("config/config.yaml", "config/paper.yaml"):
+        section = yaml.safe_load(Path(name).read_text())["sandbox"]
+        limits = Limits.make(**section)
+        assert limits.output_bytes == int(section["output_mb"] * (1 << 20))
+        assert limits.minimum == section["isolation"]["minimum"]

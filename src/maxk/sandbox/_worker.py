@@ -1,21 +1,24 @@
 """Sandbox worker: a pre-started, pre-imported fork server that runs untrusted programs.
 
-Started by ``maxk.sandbox.scorer`` as ``python -I _worker.py CONFIG_JSON`` from a scrubbed
-environment (never forked from the trainer). Standard library only, because it runs as a script.
+Started by ``maxk.sandbox.scorer`` as ``python -I _worker.py CONFIG_JSON`` from an empty environment
+(the caller is never forked). Standard library only, because it runs as a script.
 
-Once per worker: pre-import the modules programs use, drop root to an unprivileged uid, enter new
-user + network + IPC namespaces, restrict the filesystem with Landlock (read-only interpreter and
-system dirs, read-write private scratch), compile the seccomp filter to raw BPF, become a child
-subreaper and non-dumpable. Per program (``call``) or per case (``stdio``): fork a child that is
-pid 1 of a fresh PID namespace, give it a fresh empty cwd, memfd stdio, rlimits, dropped
-capabilities, Landlock signal scoping and the seccomp filter, then run the program.
+Once per worker: pre-import the modules programs use, close inherited descriptors, drop root to an
+unprivileged uid, enter new user + network + IPC namespaces and a PID namespace whose pid 1 is the
+worker itself, restrict the filesystem with Landlock (read-only interpreter and system dirs,
+read-write private scratch, no TCP), compile the seccomp filter to raw BPF, become a child
+subreaper, non-dumpable, ``gc.freeze()``. Per program (``call``) or per case (``stdio``): a child
+forked *before* the program is known (a spare, forked while the orchestrator is busy) gets a fresh
+empty cwd, memfd stdio, rlimits, no capabilities, Landlock signal scoping and the seccomp filter,
+then waits for the program (compiled once here, sent as marshal bytes) and runs it.
 
 The worker never receives expected outputs or assertion code: only programs, call arguments and
 stdin. Every verdict is decided by the trusted orchestrator; the worker only reports how the child
 ended (exit status, raw stdout, or a candidate's return value as tagged JSON of builtin types).
 
 Protocol (orchestrator <-> worker on stdin/stdout, worker <-> child on pipes): frames of a 4-byte
-big-endian length followed by UTF-8 JSON.
+big-endian length followed by UTF-8 JSON (the program frame to a child: JSON header, newline,
+marshal bytes). Requests to the worker may be pipelined; replies come back in order.
 """
 
 from __future__ import annotations
@@ -166,7 +169,49 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
             return None
         chunks.append(chunk)
         n -= len(chunk)
-    return b"".join(chunks)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class FrameTooLarge(Exception):
+    pass
+
+
+def recv_frame(
+    fd: int, deadline: float | None = None, limit: int = 1 << 30, exact: bool = False
+) -> object | None:
+    """One frame. On a strictly request/response channel a first large read usually gets it all;
+    ``exact`` reads never past the frame (the orchestrator pipelines requests to the worker)."""
+    if exact:
+        head = _read_exact(fd, 4, deadline)
+        if head is None:
+            return None
+        (size,) = struct.unpack(">I", head)
+        if size > limit:
+            raise FrameTooLarge
+        body = _read_exact(fd, size, deadline)
+        return None if body is None else json.loads(body)
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise TimeoutError
+    first = os.read(fd, 65536)
+    if not first:
+        return None
+    if len(first) < 4:
+        rest = _read_exact(fd, 4 - len(first), deadline)
+        if rest is None:
+            return None
+        first += rest
+    (size,) = struct.unpack(">I", first[:4])
+    if size > limit:
+        raise FrameTooLarge
+    body = first[4 : 4 + size]  # bytes past the frame can only come from a misbehaving child: dropped
+    if len(body) < size:
+        rest = _read_exact(fd, size - len(body), deadline)
+        if rest is None:
+            return None
+        body += rest
+    return json.loads(body)
 
 
 def send_bytes(fd: int, data: bytes) -> None:
@@ -192,23 +237,6 @@ class _Child:
 
     def __init__(self, pid: int, cwd: str, req: int, rep: int, stdin: int, stdout: int) -> None:
         self.pid, self.cwd, self.req, self.rep, self.stdin, self.stdout = pid, cwd, req, rep, stdin, stdout
-
-
-class FrameTooLarge(Exception):
-    pass
-
-
-def recv_frame(fd: int, deadline: float | None = None, limit: int = 1 << 30) -> object | None:
-    head = _read_exact(fd, 4, deadline)
-    if head is None:
-        return None
-    (size,) = struct.unpack(">I", head)
-    if size > limit:
-        raise FrameTooLarge
-    body = _read_exact(fd, size, deadline)
-    if body is None:
-        return None
-    return json.loads(body)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -578,6 +606,8 @@ class Worker:
         self.counter = 0
         self.deferred: list = []
         self.blob = b""  # the current program, compiled once, as marshal bytes
+        self._nproc_at, self._nproc_cached = -1e9, 0
+        self.token = None  # the orchestrator's id of the program whose child is alive
         self.entry, self.cpu, self.load_timeout = "", 1.0, 1.0
         self.bpf = b""
         self.landlock_abi = 0
@@ -703,12 +733,17 @@ class Worker:
         if self.layers["userns"]:
             return n
         # without a user namespace the count is per uid, machine-wide: our uid's tasks + margin
+        # (re-counted at most once a second: the scan costs a few ms)
+        now = time.monotonic()
+        if now - self._nproc_at < 1.0:
+            return self._nproc_cached
         try:
             tasks = sum(
                 1 for p in os.listdir("/proc") if p.isdigit() and os.stat(f"/proc/{p}").st_uid == os.getuid()
             )
         except OSError:
             tasks = 0
+        self._nproc_at, self._nproc_cached = now, tasks + n
         return tasks + n
 
     def _child_setup(
@@ -782,19 +817,21 @@ class Worker:
 
     def _start(self, child: _Child, header: dict) -> bool:
         """Send the program (header frame + marshal frame) to a waiting child."""
-        try:
-            send_frame(child.req, header)
-            send_bytes(child.req, self.blob)
+        try:  # one frame: JSON header, newline, marshal bytes (read exactly: nothing may be over-read)
+            send_bytes(child.req, json.dumps(header).encode() + b"\n" + self.blob)
             return True
         except OSError:
             return False
 
     def _child_main(self, req: int, rep: int) -> None:
         """Child: wait for the program, lower the CPU limit to its budget, run it."""
-        header = recv_frame(req)
-        if not isinstance(header, dict):
+        try:
+            head, blob = recv_bytes(req).split(b"\n", 1)
+        except (EOFError, ValueError):
             os._exit(0)
-        code = marshal.loads(recv_bytes(req))  # produced by the worker's own compile()
+        header = json.loads(head)
+        code = marshal.loads(blob)  # produced by the worker's own compile()
+        del head, blob
         cpu_s = max(1, int(float(header["cpu"]) + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
         if header.get("mode") == "stdio":
@@ -1001,6 +1038,7 @@ class Worker:
             return {"status": "syntax_error"}
         self.blob = marshal.dumps(code)
         self.entry, self.cpu, self.load_timeout = msg["entry_point"], float(msg["cpu"]), float(msg["timeout"])
+        self.token = msg.get("token")
         reply = self._spawn()
         if reply.get("status") != "ready":
             return reply
@@ -1098,8 +1136,8 @@ class Worker:
         return reply
 
     def call(self, msg: dict) -> dict:
-        if self.child is None:
-            return {"status": "sandbox_error", "detail": "no program loaded"}
+        if self.child is None or msg.get("token", self.token) != self.token:
+            return {"status": "stale", "detail": "not the program loaded now"}
         try:
             send_bytes(self.child.req, msg["payload"].encode())
         except (BrokenPipeError, OSError):
@@ -1112,9 +1150,10 @@ class Worker:
     # -- loop -------------------------------------------------------------------------------
     def loop(self) -> None:
         inp, outp = 0, 1
-        send_frame(outp, {"status": "hello", "layers": self.layers, "notes": self.notes, "pid": os.getpid()})
+        hello = {"status": "hello", "layers": self.layers, "notes": self.notes, "scratch": self.scratch}
+        send_frame(outp, hello)
         while True:
-            msg = recv_frame(inp)
+            msg = recv_frame(inp, exact=True)
             if msg is None or msg.get("op") == "exit":
                 break
             op = msg["op"]
@@ -1124,12 +1163,18 @@ class Worker:
                 reply = self.load(msg)
             elif op == "call":
                 reply = self.call(msg)
+            elif op == "sync":  # answered after every earlier clean-up has run
+                reply = {"status": "synced"}
             elif op == "end":
-                self.deferred.append(self.end_child)
+                if msg.get("token", self.token) == self.token:
+                    self.deferred.append(self.end_child)
                 reply = {"status": "ended"}
             else:
                 reply = {"status": "sandbox_error", "detail": f"unknown op {op!r}"}
             send_frame(outp, reply)
+            # the spare forked below must not inherit the previous request, reply or program
+            msg = reply = None
+            self.blob = b""
             while self.deferred:  # clean-up that need not delay the reply
                 self.deferred.pop(0)()
             if self.use_spare and self.spare is None and self.child is None:
@@ -1143,6 +1188,10 @@ def main() -> None:
     cfg = json.loads(sys.argv[1])
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     w = Worker(cfg)
+    if cfg.get("debug"):  # MAXK_SANDBOX_DEBUG: periodic stack dumps to the inherited stderr
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(cfg["debug"]), repeat=True)
     try:
         w.setup()
     except Exception as exc:

@@ -12,8 +12,6 @@ import sys
 from typing import Any
 
 SCORE_COLUMNS = ("problem_id", "sample_index", "reward", "passed", "total", "verdicts", "elapsed_s")
-#: config keys that are not scorer limits
-_CLI_ONLY = ("batch_size", "output_mb")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,10 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def limits_from_config(section: dict[str, Any], workers: int | None = None) -> dict[str, Any]:
-    """The ``sandbox`` config section -> keyword arguments of ``Scorer``."""
-    kw = {k: v for k, v in section.items() if k not in _CLI_ONLY and v is not None}
-    if section.get("output_mb") is not None:
-        kw["output_bytes"] = int(section["output_mb"] * (1 << 20))
+    """The ``sandbox`` config section -> keyword arguments of ``Scorer`` (which accepts it as is)."""
+    kw = dict(section)
     if workers is not None:
         kw["workers"] = workers
     return kw

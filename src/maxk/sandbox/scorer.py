@@ -20,13 +20,16 @@ import collections
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import queue
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -114,8 +117,12 @@ class Limits:
 
     @classmethod
     def make(cls, **kwargs: Any) -> Limits:
-        """Build from keyword arguments or a config section (nested ``isolation`` dict accepted)."""
-        flat = dict(kwargs)
+        """Build from keyword arguments, or from the ``sandbox`` config section as is:
+        ``Scorer(**config["sandbox"])``."""
+        flat = {k: v for k, v in kwargs.items() if v is not None}
+        flat.pop("batch_size", None)  # `maxk score` only
+        if "output_mb" in flat:  # config spelling
+            flat["output_bytes"] = int(float(flat.pop("output_mb")) * (1 << 20))
         iso = flat.pop("isolation", None) or {}
         layers = iso.get("layers", {})
         for key in ("minimum", "allow_below_minimum"):
@@ -145,6 +152,7 @@ class Limits:
             "uid": self.uid,
             "preload": list(self.preload),
             "layers": {k: getattr(self, k) for k in ("userns", "pidns", "landlock", "seccomp", "drop_uid")},
+            "debug": float(os.environ.get("MAXK_SANDBOX_DEBUG") or 0),
         }
 
 
@@ -173,18 +181,37 @@ class _Dead(Exception):
     """The worker did not answer in time or died; it has been killed."""
 
 
+def _remove_scratch(path: Any) -> None:
+    """Remove a dead worker's scratch dir (under Landlock the worker cannot remove it itself)."""
+    if not isinstance(path, str):
+        return
+    p = Path(path)
+    if p.parent != Path(tempfile.gettempdir()) or not p.name.startswith("maxk-sbx-") or p.is_symlink():
+        return
+    shutil.rmtree(p, ignore_errors=True)
+
+
 class _WorkerHandle:
     """One worker process and its pipes. Used by a single thread."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, owner: str = "") -> None:
         self.limits = limits
+        self.owner = owner
         self.proc: subprocess.Popen | None = None
         self.hello: dict[str, Any] = {}
+        self.outstanding: collections.deque[float] = collections.deque()  # guards of unread replies
+        self.stash: collections.deque[dict[str, Any]] = collections.deque()  # replies read early
+        self.buf = b""  # bytes read from the worker past the last complete reply
 
     def start(self) -> dict[str, Any]:
         debug = bool(os.environ.get("MAXK_SANDBOX_DEBUG"))
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", _WORKER_SCRIPT, json.dumps(self.limits.worker_config())],
+            [
+                sys.executable,
+                "-I",
+                _WORKER_SCRIPT,
+                json.dumps(dict(self.limits.worker_config(), owner=self.owner)),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None if debug else subprocess.DEVNULL,
@@ -204,29 +231,33 @@ class _WorkerHandle:
         return hello
 
     def _read(self, deadline: float) -> dict[str, Any]:
+        """Next reply frame; bytes read past it (a pipelined reply) stay in ``self.buf``."""
         fd = self.proc.stdout.fileno()
-        buf = b""
+        buf = self.buf
         need = 4
-        size = None
-        while len(buf) < need:
+        while True:
+            if len(buf) >= 4:
+                need = 4 + int.from_bytes(buf[:4], "big")
+            if len(buf) >= need:
+                break
             left = deadline - time.monotonic()
-            ready = select.select([fd], [], [], max(0.0, left))[0] if left > 0 else []
+            ready = select.select([fd], [], [], left)[0] if left > 0 else []
             if not ready:
                 self.kill()
                 raise _Dead("no answer")
-            chunk = os.read(fd, max(need - len(buf), 65536) if size is None else need - len(buf))
+            chunk = os.read(fd, max(need - len(buf), 1 << 16))
             if not chunk:
                 self.kill()
                 raise _Dead("worker died")
             buf += chunk
-            if size is None and len(buf) >= 4:
-                size = int.from_bytes(buf[:4], "big")
-                need = 4 + size
+        self.buf = buf[need:]
         return json.loads(buf[4:need])
 
-    def request(self, msg: dict[str, Any], guard: float) -> dict[str, Any]:
-        """Send ``msg`` and wait for the reply at most ``guard`` seconds (else kill and raise _Dead)."""
-        if self.proc is None or self.proc.poll() is not None:
+    def send(self, msg: dict[str, Any], guard: float) -> None:
+        """Send ``msg`` without waiting; its reply must arrive within ``guard`` s once it is next in line."""
+        if self.proc is not None and self.proc.poll() is not None:
+            self.kill()  # died on its own (or was killed from outside): clean up, then restart
+        if self.proc is None:
             self.start()
         try:
             self.proc.stdin.write(_frame(msg))
@@ -234,9 +265,28 @@ class _WorkerHandle:
         except (BrokenPipeError, OSError) as exc:
             self.kill()
             raise _Dead("worker gone") from exc
+        self.outstanding.append(guard)
+
+    def take(self) -> dict[str, Any]:
+        """The reply to the oldest request sent (replies come back in order)."""
+        if self.stash:
+            return self.stash.popleft()
+        if not self.outstanding:
+            raise _Dead("no request outstanding (the worker was restarted)")
+        guard = self.outstanding.popleft()
         return self._read(time.monotonic() + guard)
 
+    def request(self, msg: dict[str, Any], guard: float) -> dict[str, Any]:
+        """Send ``msg`` and wait for its reply (earlier pipelined replies are stashed first)."""
+        while self.outstanding:
+            self.stash.append(self._read(time.monotonic() + self.outstanding.popleft()))
+        self.send(msg, guard)
+        return self._read(time.monotonic() + self.outstanding.popleft())
+
     def kill(self) -> None:
+        self.outstanding.clear()
+        self.stash.clear()
+        self.buf = b""
         proc, self.proc = self.proc, None
         if proc is None:
             return
@@ -248,6 +298,7 @@ class _WorkerHandle:
         for f in (proc.stdin, proc.stdout):
             with contextlib.suppress(OSError):
                 f.close()
+        _remove_scratch(self.hello.get("scratch"))
 
     def close(self) -> None:
         if self.proc is None:
@@ -322,28 +373,38 @@ class _Recorder:
 
 
 class _Session:
-    """The child of one program as seen from the trusted side: loaded lazily, reloaded after a crash."""
+    """The child of one program as seen from the trusted side: loaded lazily, reloaded after a crash.
+
+    Every load and call carries the session's token; the worker answers ``stale`` to a call whose
+    token is not its current child's, so a call can never reach another program's child.
+    """
 
     def __init__(
-        self, scorer: Scorer, handle: _WorkerHandle, prob: _CallProblem, program: str, alive: bool
+        self, scorer: Scorer, handle: _WorkerHandle, prob: _CallProblem, program: str, token: int, alive: bool
     ) -> None:
         self.scorer, self.handle, self.prob, self.program = scorer, handle, prob, program
-        self.alive = alive
+        self.token, self.alive = token, alive
 
     def call(self, payload: str, left: float) -> dict[str, Any]:
-        if not self.alive:
-            state = self.scorer._load(self.handle, self.prob, self.program)
-            if state != "ready":
-                return {"status": state if state != "syntax_error" else "sandbox_error"}
-            self.alive = True
-        try:
-            reply = self.handle.request({"op": "call", "payload": payload, "timeout": left}, guard=left + 10)
-        except _Dead:
-            self.alive = False
-            return {"status": "sandbox_error"}
-        if reply.get("status") not in ("returned", "raised", "returned_unsupported"):
-            self.alive = False
-        return reply
+        for _ in range(2):
+            if not self.alive:
+                state = self.scorer._load(self.handle, self.prob, self.program, self.token)
+                if state != "ready":
+                    return {"status": state if state != "syntax_error" else "sandbox_error"}
+                self.alive = True
+            msg = {"op": "call", "payload": payload, "timeout": left, "token": self.token}
+            try:
+                reply = self.handle.request(msg, guard=left + 10)
+            except _Dead:
+                self.alive = False
+                return {"status": "sandbox_error"}
+            if reply.get("status") == "stale":  # our child was replaced by a pipelined load: reload
+                self.alive = False
+                continue
+            if reply.get("status") not in ("returned", "raised", "returned_unsupported"):
+                self.alive = False
+            return reply
+        return {"status": "sandbox_error"}
 
 
 class _Candidate:
@@ -418,6 +479,8 @@ class _CallProblem:
     codes: list[Any]
     timeout: float
     single: list[bool] = dataclasses.field(default_factory=list)
+    #: encoded first call of each single-call case (independent of the program; computed once)
+    first_calls: list[str | None] | None = None
 
 
 @dataclasses.dataclass
@@ -469,12 +532,28 @@ def problem_key(problem: dict[str, Any]) -> str:
 
 
 class _Job:
-    __slots__ = ("done", "key", "problem", "program", "result")
+    __slots__ = ("done", "error", "key", "problem", "program", "result", "t0")
 
     def __init__(self, key: tuple[str, str], problem: dict[str, Any], program: str) -> None:
         self.key, self.problem, self.program = key, problem, program
         self.result: Score | None = None
+        self.error: BaseException | None = None
+        self.t0 = 0.0
         self.done = threading.Event()
+
+
+class _Pending:
+    """A job whose request has been sent to the worker (or could not be)."""
+
+    __slots__ = ("dead", "error", "job", "pipelinable", "prepared", "sent", "token")
+
+    def __init__(self, job: _Job, prepared: Any, token: int) -> None:
+        self.job, self.prepared, self.token = job, prepared, token
+        self.sent, self.dead, self.pipelinable = True, False, True
+        self.error: BaseException | None = None
+
+
+_EMPTY = object()
 
 
 class Scorer:
@@ -493,7 +572,10 @@ class Scorer:
         self.problems: dict[str, Any] = {}
         self.problems_lock = threading.Lock()
         self.hits = 0
-        self.handles = [_WorkerHandle(self.limits) for _ in range(n)]
+        self.tokens = itertools.count(1)  # one id per program run (next() is atomic under the GIL)
+        #: appears in the command line of every process of this pool (workers and every forked child)
+        self.owner = f"maxk-sandbox-{os.getpid()}-{os.urandom(4).hex()}"
+        self.handles = [_WorkerHandle(self.limits, self.owner) for _ in range(n)]
         self.threads: list[threading.Thread] = []
         started: list[Any] = [None] * n
         ready = threading.Barrier(n + 1)
@@ -554,22 +636,60 @@ class Scorer:
         if isinstance(started[index], BaseException):
             return
         try:
-            while True:
-                job = self.queue.get()
-                if job is None:
-                    break
-                t0 = time.monotonic()
-                try:
-                    verdicts = self._score_one(handle, job.problem, job.program)
-                except SandboxError:
-                    raise
-                except Exception:
-                    handle.kill()
-                    verdicts = ["sandbox_error"] * _num_cases(job.problem)
-                job.result = Score.from_verdicts(verdicts, time.monotonic() - t0)
-                job.done.set()
+            self._serve_jobs(handle)
         finally:
             handle.close()
+
+    def _serve_jobs(self, handle: _WorkerHandle) -> None:
+        """Take jobs from the queue; while finishing one (trusted evaluation), the worker already runs
+        the next one's request when nothing of the current program stays in the worker."""
+        current: _Pending | None = None
+        while True:
+            if current is None:
+                job = self.queue.get()
+                if job is None:
+                    return
+                current = self._begin_safe(handle, job)
+            following: _Pending | None = None
+            if current.pipelinable:
+                try:
+                    nxt: _Job | object | None = self.queue.get_nowait()
+                except queue.Empty:
+                    nxt = _EMPTY
+                if nxt is None:
+                    self.queue.put(None)  # shutdown: handled once the current job is done
+                elif isinstance(nxt, _Job):
+                    following = self._begin_safe(handle, nxt)
+            # at the end of a batch, wait until the worker has cleaned up (no process of it survives)
+            self._complete(handle, current, sync=following is None and self.queue.empty())
+            current = following
+
+    def _begin_safe(self, handle: _WorkerHandle, job: _Job) -> _Pending:
+        job.t0 = time.monotonic()
+        try:
+            return self._begin(handle, job)
+        except Exception as exc:
+            pending = _Pending(job, None, 0)
+            pending.error = exc
+            return pending
+
+    def _complete(self, handle: _WorkerHandle, pending: _Pending, sync: bool = False) -> None:
+        job = pending.job
+        try:
+            if pending.error is not None:
+                raise pending.error
+            verdicts = self._finish(handle, pending)
+            if sync and handle.proc is not None:
+                with contextlib.suppress(_Dead):
+                    handle.request({"op": "sync"}, guard=30)
+        except SandboxError as exc:
+            job.error = exc
+            verdicts = []
+        except Exception:  # never let one program take the pool down
+            handle.kill()
+            verdicts = ["sandbox_error"] * _num_cases(job.problem)
+        job.result = Score.from_verdicts(verdicts, time.monotonic() - job.t0)
+        job.done.set()
 
     # -- scoring ------------------------------------------------------------------------------
     def score(self, pairs: Iterable[tuple[dict[str, Any], str]]) -> list[Score]:
@@ -601,6 +721,8 @@ class Scorer:
             order.append((i, job))
         for i, job in order:
             job.done.wait()
+            if job.error is not None:
+                raise job.error
             out[i] = job.result
         with self.cache_lock:
             for job in pending.values():
@@ -637,27 +759,60 @@ class Scorer:
             self.problems[key] = prepared
             return prepared
 
-    def _score_one(self, handle: _WorkerHandle, problem: dict[str, Any], program: str) -> list[str]:
-        prepared = self._prepare(problem)
-        if isinstance(prepared, _StdioProblem):
-            return self._score_stdio(handle, prepared, program)
-        return self._score_call(handle, prepared, program)
+    def _begin(self, handle: _WorkerHandle, job: _Job) -> _Pending:
+        """Send the job's one request (stdio run, or call-program load with prefetched calls)."""
+        pending = _Pending(job, self._prepare(job.problem), next(self.tokens))
+        prob = pending.prepared
+        if isinstance(prob, _StdioProblem):
+            n = len(prob.inputs)
+            msg = {
+                "op": "stdio",
+                "program": job.program,
+                "inputs": prob.inputs,
+                "timeout": prob.timeout,
+                "max_timeouts": self.limits.max_timeouts,
+            }
+            guard = n * (prob.timeout + 1) + 10
+        else:
+            n = len(prob.codes)
+            if prob.first_calls is None:
+                # Trusted code before a case's first call cannot depend on the program: done once per
+                # problem; phase 2 still checks every call's arguments against it (random arguments).
+                prob.first_calls = [
+                    self._first_call(prob, c) if one else None
+                    for c, one in zip(prob.codes, prob.single, strict=True)
+                ]
+            keep = not all(prob.single)
+            pending.pipelinable = not keep  # nothing of ours stays in the worker after its reply
+            msg, guard = self._load_msg(prob, job.program, prob.first_calls, keep, pending.token)
+        if n == 0:
+            pending.sent = False
+            pending.pipelinable = True
+            return pending
+        try:
+            handle.send(msg, guard)
+        except _Dead:
+            pending.sent = False
+            pending.dead = True
+        return pending
 
-    def _score_stdio(self, handle: _WorkerHandle, prob: _StdioProblem, program: str) -> list[str]:
-        n = len(prob.inputs)
+    def _finish(self, handle: _WorkerHandle, pending: _Pending) -> list[str]:
+        prob = pending.prepared
+        n = len(prob.inputs) if isinstance(prob, _StdioProblem) else len(prob.codes)
         if n == 0:
             return []
-        msg = {
-            "op": "stdio",
-            "program": program,
-            "inputs": prob.inputs,
-            "timeout": prob.timeout,
-            "max_timeouts": self.limits.max_timeouts,
-        }
+        if pending.dead:
+            return ["sandbox_error"] * n
         try:
-            reply = handle.request(msg, guard=n * (prob.timeout + 1) + 10)
+            reply = handle.take()
         except _Dead:
             return ["sandbox_error"] * n
+        if isinstance(prob, _StdioProblem):
+            return self._stdio_verdicts(prob, reply)
+        return self._call_verdicts(handle, prob, pending, reply)
+
+    def _stdio_verdicts(self, prob: _StdioProblem, reply: dict[str, Any]) -> list[str]:
+        n = len(prob.inputs)
         if reply.get("status") == "syntax_error":
             return ["syntax_error"] * n
         results = reply.get("results")
@@ -675,19 +830,18 @@ class Scorer:
                 verdicts.append(_map_status(status))
         return verdicts
 
-    def _load(self, handle: _WorkerHandle, prob: _CallProblem, program: str) -> str:
-        reply = self._load_request(handle, prob, program, None, keep=True)
-        status = reply.get("status")
+    def _load(self, handle: _WorkerHandle, prob: _CallProblem, program: str, token: int) -> str:
+        msg, guard = self._load_msg(prob, program, None, True, token)
+        try:
+            status = handle.request(msg, guard).get("status")
+        except _Dead:
+            return "sandbox_error"
         return status if status in ("ready", "syntax_error") else _map_status(status)
 
-    def _load_request(
-        self,
-        handle: _WorkerHandle,
-        prob: _CallProblem,
-        program: str,
-        calls: list[str | None] | None,
-        keep: bool,
-    ) -> dict[str, Any]:
+    @staticmethod
+    def _load_msg(
+        prob: _CallProblem, program: str, calls: list[str | None] | None, keep: bool, token: int
+    ) -> tuple[dict[str, Any], float]:
         msg = {
             "op": "load",
             "program": program,
@@ -697,12 +851,10 @@ class Scorer:
             "calls": calls,
             "call_timeout": prob.timeout,
             "keep": keep,
+            "token": token,
         }
         n_calls = sum(c is not None for c in calls or [])
-        try:
-            return handle.request(msg, guard=(prob.timeout + 1) * (1 + 2 * n_calls) + 10)
-        except _Dead:
-            return {"status": "sandbox_error"}
+        return msg, (prob.timeout + 1) * (1 + 2 * n_calls) + 10
 
     @staticmethod
     def _first_call(prob: _CallProblem, code: Any) -> str | None:
@@ -715,24 +867,21 @@ class Scorer:
             exec(code, ns)
         return recorder.payload
 
-    def _score_call(self, handle: _WorkerHandle, prob: _CallProblem, program: str) -> list[str]:
+    def _call_verdicts(
+        self, handle: _WorkerHandle, prob: _CallProblem, pending: _Pending, reply: dict[str, Any]
+    ) -> list[str]:
         n = len(prob.codes)
-        if n == 0:
-            return []
-        # Phase 1: the first call of every single-call assert travels with the load (one round trip).
-        calls = [
-            self._first_call(prob, c) if one else None for c, one in zip(prob.codes, prob.single, strict=True)
-        ]
-        keep = not all(prob.single)
-        reply = self._load_request(handle, prob, program, calls, keep)
         status = reply.get("status")
         if status != "ready":
             return [status if status == "syntax_error" else _map_status(status)] * n
         results = reply.get("results") or [None] * n
+        calls = prob.first_calls or [None] * n
         if not isinstance(results, list) or len(results) != n:
             return ["sandbox_error"] * n
         # Phase 2: every case runs in full here; prefetched replies answer matching calls.
-        session = _Session(self, handle, prob, program, alive=bool(reply.get("alive")))
+        session = _Session(
+            self, handle, prob, pending.job.program, pending.token, alive=bool(reply.get("alive"))
+        )
         verdicts: list[str] = []
         for code, payload, result in zip(prob.codes, calls, results, strict=True):
             if self.limits.max_timeouts and verdicts.count("timeout") >= self.limits.max_timeouts:
@@ -742,7 +891,7 @@ class Scorer:
             verdicts.append(self._run_case(session, prob, code, pre))
         if session.alive:
             with contextlib.suppress(_Dead):
-                handle.request({"op": "end"}, guard=10)
+                handle.request({"op": "end", "token": session.token}, guard=10)
         return verdicts
 
     @staticmethod
