@@ -172,7 +172,7 @@ def build_base_model(
     if own:
         from maxk.sandbox import Scorer
 
-        scorer = Scorer(**(config.get("sandbox") or {}).get("limits", {})).__enter__()
+        scorer = Scorer(**(config.get("sandbox") or {})).__enter__()
     try:
         passed = sample_and_score(
             model,

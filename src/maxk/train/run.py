@@ -149,7 +149,7 @@ def train_run(
     if own_scorer:
         from maxk.sandbox import Scorer
 
-        scorer = Scorer(**(config.get("sandbox") or {}).get("limits", {})).__enter__()
+        scorer = Scorer(**(config.get("sandbox") or {})).__enter__()
     try:
         reward = SandboxReward({p["id"]: p for p in problems}, scorer, args.reward_kind, extract_program)
         trainer = MaxKGRPOTrainer(
