@@ -171,3 +171,28 @@ def test_killed_run_resumes_to_identical_results(clean_run: Path, tmp_path: Path
         assert clean[name] == resumed[name], (
             f"{name} differs between the clean and the killed-and-resumed run"
         )
+
+
+def test_corrupt_sample_file_fails_its_job_clearly(clean_run: Path, tmp_path: Path) -> None:
+    """A corrupt input names the job, the file and the cause; --keep-going keeps every other result."""
+    import shutil
+
+    workdir = tmp_path / "corrupt"
+    shutil.copytree(clean_run, workdir, symlinks=True)
+    bad = workdir / "results" / "samples" / "base" / "suite_test.parquet"
+    bad.write_bytes(b"PAR1 this is not a parquet file")
+    other = workdir / "results" / "scores" / "base" / "suite_call.parquet"
+    other_mtime = other.stat().st_mtime_ns
+    res = subprocess.run(
+        smk_cmd(workdir, "--keep-going", "--rerun-triggers", "mtime"),
+        capture_output=True, text=True, env=env(), timeout=600,
+    )  # fmt: skip
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert "Error in rule score" in out and "dataset=suite_test" in out.replace(" ", "")
+    log = (workdir / "results" / "logs" / "score" / "base" / "suite_test.log").read_text()
+    assert str(bad.relative_to(workdir)) in log or str(bad) in log, log[-2000:]
+    assert "parquet" in log.lower()
+    assert "Traceback" not in log, "a user-facing error, not a crash"
+    assert not (workdir / "results" / "scores" / "base" / "suite_test.parquet").exists()
+    assert other.stat().st_mtime_ns == other_mtime, "an unrelated result was redone"
