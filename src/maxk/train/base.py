@@ -8,8 +8,9 @@ Steps (all sizes in ``config['base_model']``):
 3. supervised fine-tuning with TRL's ``SFTTrainer`` on (prompt = ``build_prompt(problem, tokenizer)``,
    completion = the reference in a ```python fence), loss on the completion only;
 4. a competence check on the test split: ``samples`` completions per problem at temperature 1, scored in
-   the sandbox; pass@1 and pass@n go into ``manifest.json`` (aim: 0.05 <= pass@1 <= 0.5 and
-   pass@n >= 2 pass@1, so RL has something to trade between exploitation and exploration).
+   the sandbox with the same ``build_prompt``/``extract_program`` as generation; pass@k for k = 1, 2, 4, ...,
+   n, the mean reward and a few completions go into ``manifest.json`` and the log (aim: 0.05 <= pass@1 <=
+   0.5 and pass@256 >= 2 pass@1, so RL has something to trade between exploitation and exploration).
 
 The directory is an ordinary HF model directory (``AutoModelForCausalLM``/``AutoTokenizer``), published
 whole (built beside the target, then renamed).
@@ -17,6 +18,7 @@ whole (built beside the target, then renamed).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -54,16 +56,28 @@ def sample_and_score(
     scorer: Any,
     prompt_cfg: dict[str, Any] | None,
     seed: int,
-) -> list[list[float]]:
-    """``[problems, samples]`` binary rewards (all tests pass) of sampled completions (temperature 1)."""
+    keep_examples: int = 0,
+) -> dict[str, Any]:
+    """Sample ``samples`` completions per problem at temperature 1 (top-p 1, no top-k) and score them.
+
+    The prompt and program come from the same ``build_prompt`` / ``extract_program`` as generation and
+    training use. Returns ``{"rewards": [problems, samples] fraction of tests passed, "passed": same shape,
+    1.0 when every test passes, "examples": the first ``keep_examples`` completions of each problem with
+    their rewards, "generate_s"/"score_s": time spent in each}`` (examples go into the log so a failing
+    check can be read, not just counted).
+    """
     import torch
 
     from maxk.data.prompts import build_prompt, extract_program
 
     torch.manual_seed(seed)
     model.eval()
+    rewards: list[list[float]] = []
     passed: list[list[float]] = []
+    examples: list[dict[str, Any]] = []
+    gen_s = score_s = 0.0
     for problem in problems:
+        t0 = time.perf_counter()
         prompt = build_prompt(problem, tokenizer, config=prompt_cfg)
         enc = tokenizer(prompt, return_tensors="pt")
         texts: list[str] = []
@@ -82,19 +96,42 @@ def sample_and_score(
                     eos_token_id=tokenizer.eos_token_id,
                 )
             texts += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+        t1 = time.perf_counter()
         scores = scorer.score([(problem, extract_program(t, problem)) for t in texts])
+        gen_s, score_s = gen_s + t1 - t0, score_s + time.perf_counter() - t1
+        rewards.append([float(s.reward) for s in scores])
         passed.append([float(s.total > 0 and s.passed == s.total) for s in scores])
-    return passed
+        examples.extend(
+            {"problem_id": problem["id"], "reward": rewards[-1][i], "completion": texts[i]}
+            for i in range(min(keep_examples, len(texts)))
+        )
+    return {
+        "rewards": rewards,
+        "passed": passed,
+        "examples": examples,
+        "generate_s": gen_s,
+        "score_s": score_s,
+    }
 
 
-def competence(passed: list[list[float]]) -> dict[str, float]:
-    """Mean pass@1 and pass@n over problems (unbiased estimator, n = samples per problem)."""
-    from maxk.metrics import pass_at_k
+def competence(rewards: list[list[float]], passed: list[list[float]]) -> dict[str, Any]:
+    """Summary of a ``[problems, n]`` check: pass@k (unbiased, Chen et al.) for k = 1, 2, 4, ..., n, the
+    mean reward (fraction of tests passed) and ``pass@n / pass@1``. Every number is computed from the ``n``
+    samples drawn, none extrapolated (pass@n is the fraction of problems solved at least once)."""
+    import numpy as np
+
+    from maxk.metrics import pass_at_k_batch, powers_of_two
 
     n = len(passed[0])
-    p1 = sum(pass_at_k(n, int(sum(r)), 1) for r in passed) / len(passed)
-    pn = sum(pass_at_k(n, int(sum(r)), n) for r in passed) / len(passed)
-    return {"pass@1": p1, f"pass@{n}": pn, "samples": n, "problems": len(passed)}
+    ks = powers_of_two(n)
+    if ks[-1] != n:
+        ks.append(n)
+    pk = pass_at_k_batch(np.asarray(passed, dtype=np.float64), ks).mean(axis=0)
+    out: dict[str, Any] = {f"pass@{k}": round(float(v), 4) for k, v in zip(ks, pk, strict=True)}
+    out["mean_reward"] = round(float(np.mean(rewards)), 4)
+    out["ratio_pass@n_pass@1"] = round(float(pk[-1] / pk[0]), 2) if pk[0] > 0 else None
+    out.update(samples=n, problems=len(passed))
+    return out
 
 
 def build_base_model(
@@ -162,6 +199,9 @@ def build_base_model(
     timings["sft_s"] = time.perf_counter() - t0
     shutil.rmtree(work / "sft", ignore_errors=True)
     model = trainer.model
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    last = logs[-1] if logs else {}
+    last_log = {k: last[k] for k in ("loss", "mean_token_accuracy", "epoch") if k in last}
     save(model, tok, work)
 
     t0 = time.perf_counter()
@@ -174,7 +214,7 @@ def build_base_model(
 
         scorer = Scorer(**(config.get("sandbox") or {})).__enter__()
     try:
-        passed = sample_and_score(
+        check = sample_and_score(
             model,
             tok,
             test,
@@ -184,20 +224,27 @@ def build_base_model(
             scorer=scorer,
             prompt_cfg=prompt_cfg,
             seed=seed,
+            keep_examples=ev.get("log_examples", 2),
         )
     finally:
         if own:
             scorer.__exit__(None, None, None)
     timings["eval_s"] = time.perf_counter() - t0
+    timings["eval_generate_s"], timings["eval_score_s"] = check["generate_s"], check["score_s"]
 
     manifest = {
         "parameters": sum(p.numel() for p in model.parameters()),
         "vocab_size": len(tok),
         "sft_examples": len(train),
-        "sft_final_loss": result.training_loss,
-        "eval": competence(passed),
+        "sft_steps": result.global_step,
+        "sft_mean_loss": result.training_loss,
+        "sft_last_log": last_log,
+        "eval": {"dataset": ev.get("dataset"), **competence(check["rewards"], check["passed"])},
         "timings_s": {k: round(v, 2) for k, v in timings.items()},
     }
+    for ex in check["examples"]:
+        print(f"--- {ex['problem_id']} reward={ex['reward']:.2f}\n{ex['completion']}", flush=True)
+    print("competence:", json.dumps(manifest["eval"]), flush=True)
     write_json(work / "manifest.json", manifest)
     write_provenance(
         work, config={k: config.get(k) for k in ("seed", "base_model", "prompt")}, seeds={"seed": seed}

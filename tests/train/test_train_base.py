@@ -1,0 +1,144 @@
+"""The embedded base model's build path: tokenizer options, the competence check and a tiny end-to-end build.
+
+The sandbox is replaced by a recording fake scorer (it never runs the programs; untrusted output is only
+ever executed in ``maxk.sandbox``), so these tests check the plumbing and the arithmetic, not the model.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from maxk.io import write_jsonl
+
+
+def _problem(i: int) -> dict:
+    return {
+        "id": f"suite/stdio-{i:05d}",
+        "source": "suite",
+        "prompt": f"Read an integer x. Replace x with x times {i}. Print x.",
+        "difficulty": 1,
+        "tests": {"format": "stdio", "cases": [{"input": "2\n", "output": f"{2 * i}\n"}]},
+        "reference": f"x = int(input())\nx = x * {i}\nprint(x)\n",
+    }
+
+
+class FakeScorer:
+    """Records the (problem, program) pairs; reward 1 for programs that mention the problem's factor."""
+
+    def __init__(self):
+        self.pairs: list[tuple[dict, str]] = []
+
+    def score(self, pairs):
+        from types import SimpleNamespace
+
+        self.pairs.extend(pairs)
+        out = []
+        for problem, program in pairs:
+            ok = f"* {problem['id'][-1]}" in program
+            out.append(SimpleNamespace(passed=int(ok), total=1, reward=float(ok)))
+        return out
+
+
+def test_competence_reports_pass_at_k_grid_and_mean_reward():
+    from maxk.train.base import competence
+
+    passed = [[1, 0, 0, 0], [0, 0, 0, 0]]
+    rewards = [[1.0, 0.5, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]]
+    c = competence(rewards, passed)
+    assert c["pass@1"] == pytest.approx(0.125)
+    assert c["pass@2"] == pytest.approx((0.5 + 0.0) / 2)
+    assert c["pass@4"] == pytest.approx(0.5)
+    assert c["mean_reward"] == pytest.approx(2.5 / 8)
+    assert c["ratio_pass@n_pass@1"] == pytest.approx(4.0)
+    assert (c["samples"], c["problems"]) == (4, 2)
+    assert competence([[0.0, 0.0]], [[0, 0]])["ratio_pass@n_pass@1"] is None
+
+
+def test_tokenizer_splits_digits_and_merges_across_words():
+    from maxk.train.tiny import train_tokenizer
+
+    texts = [f"Replace x with x times {i}.\nx = x * {i}\n" for i in range(300)] * 3
+    plain = train_tokenizer(texts, vocab_size=400)
+    tok = train_tokenizer(texts, vocab_size=400, individual_digits=True, cross_word_merges=True)
+    s = "Replace x with x times 173.\nx = x * 173\n"
+    pieces = tok.convert_ids_to_tokens(tok(s)["input_ids"])
+    assert [p for p in pieces if any(ch.isdigit() for ch in p)] == ["1", "7", "3"] * 2
+    assert any("Ġ" in p and len(p) > 3 for p in pieces)  # a merge spans a space
+    assert len(pieces) < len(plain(s)["input_ids"])
+    assert tok.decode(tok(s)["input_ids"]) == s
+
+
+def test_sample_and_score_uses_the_pipeline_prompt_and_extractor(tiny_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from maxk.data.prompts import extract_program
+    from maxk.train.base import sample_and_score
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    problems = [_problem(3), _problem(5)]
+    scorer = FakeScorer()
+    out = sample_and_score(
+        model,
+        tok,
+        problems,
+        samples=5,
+        max_new_tokens=8,
+        batch_size=2,
+        scorer=scorer,
+        prompt_cfg=None,
+        seed=0,
+        keep_examples=5,
+    )
+    assert [len(r) for r in out["rewards"]] == [5, 5] and [len(r) for r in out["passed"]] == [5, 5]
+    assert [p["id"] for p, _ in scorer.pairs] == ["suite/stdio-00003"] * 5 + ["suite/stdio-00005"] * 5
+    # every scored program is extract_program() of the logged completion, in order
+    assert [prog for _, prog in scorer.pairs] == [
+        extract_program(ex["completion"], problems[i // 5]) for i, ex in enumerate(out["examples"])
+    ]
+    assert out["generate_s"] > 0 and out["score_s"] >= 0
+
+
+def test_build_base_model_end_to_end_tiny(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from maxk.train.base import build_base_model
+
+    train = [_problem(i % 10) | {"id": f"suite/stdio-{i:05d}"} for i in range(32)]
+    test = [_problem(i) for i in range(1, 4)]
+    write_jsonl(tmp_path / "train.jsonl.gz", train)
+    write_jsonl(tmp_path / "test.jsonl.gz", test)
+    config = {
+        "seed": 0,
+        "base_model": {
+            "threads": 1,
+            "tokenizer": {"vocab_size": 320, "individual_digits": True, "cross_word_merges": True},
+            "model": {
+                "hidden_size": 16,
+                "intermediate_size": 32,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "max_position_embeddings": 512,
+            },
+            "sft": {"epochs": 1, "max_steps": 2, "learning_rate": 1e-3, "batch_size": 8, "max_length": 512},
+            "eval": {"dataset": "t", "problems": 2, "samples": 4, "max_new_tokens": 8, "log_examples": 1},
+        },
+    }
+    out = tmp_path / "base"
+    manifest = build_base_model(
+        config,
+        train_data=str(tmp_path / "train.jsonl.gz"),
+        test_data=str(tmp_path / "test.jsonl.gz"),
+        out=str(out),
+        scorer=FakeScorer(),
+    )
+    on_disk = json.loads((out / "manifest.json").read_text())
+    assert on_disk == json.loads(json.dumps(manifest))
+    assert {"pass@1", "pass@2", "pass@4", "mean_reward", "samples"} <= set(manifest["eval"])
+    assert manifest["eval"]["samples"] == 4 and manifest["eval"]["problems"] == 2
+    assert manifest["sft_steps"] == 2
+    AutoTokenizer.from_pretrained(out)
+    AutoModelForCausalLM.from_pretrained(out)
