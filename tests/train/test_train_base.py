@@ -56,18 +56,45 @@ def test_competence_reports_pass_at_k_grid_and_mean_reward():
     assert competence([[0.0, 0.0]], [[0, 0]])["ratio_pass@n_pass@1"] is None
 
 
-def test_tokenizer_splits_digits_and_merges_across_words():
-    from maxk.train.tiny import train_tokenizer
+def test_tokenizer_reloads_token_for_token_through_autotokenizer(tmp_path):
+    """transformers loads a qwen2 directory's tokenizer as Qwen2Tokenizer (its own pre-tokenizer): the
+    tokenizer SFT trains with must be the one every later stage gets back from AutoTokenizer."""
+    from transformers import AutoTokenizer
 
-    texts = [f"Replace x with x times {i}.\nx = x * {i}\n" for i in range(300)] * 3
-    plain = train_tokenizer(texts, vocab_size=400)
-    tok = train_tokenizer(texts, vocab_size=400, individual_digits=True, cross_word_merges=True)
-    s = "Replace x with x times 173.\nx = x * 173\n"
-    pieces = tok.convert_ids_to_tokens(tok(s)["input_ids"])
-    assert [p for p in pieces if any(ch.isdigit() for ch in p)] == ["1", "7", "3"] * 2
-    assert any("Ġ" in p and len(p) > 3 for p in pieces)  # a merge spans a space
-    assert len(pieces) < len(plain(s)["input_ids"])
-    assert tok.decode(tok(s)["input_ids"]) == s
+    from maxk.train.tiny import init_model, save, train_tokenizer
+
+    texts = [f"Replace x with x times {i}.\nx = x * {i}\nprint(x)\n" for i in range(300)] * 3
+    tok = train_tokenizer(texts, vocab_size=400)
+    save(
+        init_model(
+            tok,
+            seed=0,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        ),
+        tok,
+        tmp_path,
+    )
+    back = AutoTokenizer.from_pretrained(tmp_path)
+    msgs = [{"role": "user", "content": "Replace x with x times 173."}]
+    for s in [
+        "Replace x with x times 173.\nx = x * 173\n",
+        "```python\ndef f(a, b):\n    return a % 7\n```",
+        back.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True),
+    ]:
+        ids = tok(s)["input_ids"]
+        assert back(s)["input_ids"] == ids
+        assert tok.decode(ids) == s
+    pieces = tok.tokenize("x = x * 173")
+    assert [p for p in pieces if any(ch.isdigit() for ch in p)] == ["1", "7", "3"]  # one token per digit
+    assert "Ġtimes" in tok.get_vocab()
+    for t in ("<|im_start|>", "<|im_end|>", "<|pad|>"):
+        assert back.convert_tokens_to_ids(t) == tok.convert_tokens_to_ids(t)
+        assert len(tok(t)["input_ids"]) == 1
+    assert (back.eos_token, back.pad_token, back.padding_side) == ("<|im_end|>", "<|pad|>", "left")
 
 
 def test_sample_and_score_uses_the_pipeline_prompt_and_extractor(tiny_model_dir):
@@ -114,7 +141,7 @@ def test_build_base_model_end_to_end_tiny(tmp_path):
         "seed": 0,
         "base_model": {
             "threads": 1,
-            "tokenizer": {"vocab_size": 320, "individual_digits": True, "cross_word_merges": True},
+            "tokenizer": {"vocab_size": 320},
             "model": {
                 "hidden_size": 16,
                 "intermediate_size": 32,

@@ -19,32 +19,27 @@ CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>")
 
 
-def train_tokenizer(
-    texts: Iterable[str],
-    vocab_size: int,
-    min_frequency: int = 2,
-    individual_digits: bool = False,
-    cross_word_merges: bool = False,
-):
-    """Byte-level BPE trained on ``texts``; eos ``<|im_end|>``, pad ``<|pad|>``, left padding.
+def train_tokenizer(texts: Iterable[str], vocab_size: int, min_frequency: int = 2):
+    """Byte-level BPE trained on ``texts``, returned as the ``Qwen2Tokenizer`` that loads it back.
 
-    ``individual_digits`` splits every digit into its own token before the byte-level step (as Qwen2's
-    tokenizer does), so copying a number from the statement into the program is token-by-token copying
-    rather than matching one of many multi-digit merges. ``cross_word_merges`` drops GPT-2's word-splitting
-    regex (``ByteLevel(use_regex=False)``), so merges may span spaces and newlines (as in SuperBPE): the
-    suite's stock phrases and code lines become single tokens, sequences get ~3x shorter, and a tiny model
-    learns more per CPU second.
+    transformers (v5) loads the tokenizer of every ``qwen2`` model directory as ``Qwen2Tokenizer``, which
+    rebuilds its pipeline from vocab + merges with Qwen2's fixed NFC normalizer and pre-tokenizer (a
+    word-splitting regex that also isolates every digit, then byte-level), whatever ``tokenizer.json``
+    says. So the BPE is trained under exactly that pipeline and returned as a ``Qwen2Tokenizer``: what SFT
+    trains on is token for token what generation and GRPO later load with ``AutoTokenizer``. (A tokenizer
+    trained with another pre-tokenizer, e.g. merges across words or multi-digit tokens, would silently be
+    re-split on reload.) Digits one per token also makes copying a number from a statement into a program
+    a token copy. eos ``<|im_end|>``, pad ``<|pad|>``, left padding, ChatML template.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    import json
 
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import Qwen2Tokenizer
+
+    pipeline = Qwen2Tokenizer().backend_tokenizer  # Qwen2's normalizer and pre-tokenizer, empty vocab
     tok = Tokenizer(models.BPE())
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=not cross_word_merges)
-    tok.pre_tokenizer = (
-        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-        if individual_digits
-        else byte_level
-    )
+    tok.normalizer = pipeline.normalizer
+    tok.pre_tokenizer = pipeline.pre_tokenizer
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -54,16 +49,25 @@ def train_tokenizer(
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
+    merges = [
+        tuple(m.split(" ")) if isinstance(m, str) else tuple(m)
+        for m in json.loads(tok.to_str())["model"]["merges"]
+    ]
+    out = Qwen2Tokenizer(
+        vocab=tok.get_vocab(),
+        merges=merges,
+        unk_token=None,
         bos_token=None,
         eos_token="<|im_end|>",
         pad_token="<|pad|>",
-        unk_token=None,
         padding_side="left",
         chat_template=CHAT_TEMPLATE,
         model_max_length=4096,
     )
+    out.add_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS], special_tokens=True
+    )
+    return out
 
 
 def init_model(tokenizer: Any, *, seed: int, **sizes: int):
