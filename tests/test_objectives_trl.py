@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from maxk.objectives import compute_advantages
-from maxk.testing import build_tiny_model
+from maxk.train.tiny import build_tiny
 
 pytest.importorskip("trl")
 
@@ -19,7 +19,8 @@ def test_grpo_matches_trl_advantages(tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    model_dir = build_tiny_model(tmp_path / "model")
+    corpus = ["def add(a, b):\n    return a + b\n", "n = int(input())\nprint(n * 2)\n"] * 20
+    model_dir = build_tiny(tmp_path / "model", corpus)
     num_generations, prompts = 4, ["a", "b", "c"]
     # Rewards with ties, an all-equal group (std 0: TRL's epsilon matters) and a single winner.
     preset = torch.tensor(
