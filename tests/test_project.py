@@ -146,3 +146,9 @@ def test_workflow_lint_and_format_are_clean() -> None:
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+def test_default_profile_reruns_interrupted_jobs_and_nothing_more() -> None:
+    """profiles/default applies to every run: a killed job's partial outputs must be redone, not block."""
+    prof = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
+    assert prof == {"rerun-incomplete": True}
