@@ -235,6 +235,17 @@ def _py_literal(value: Any) -> str:
     return repr(value)
 
 
+def _row_lcb_tests(row: dict[str, Any], where: str, qid: str) -> list[dict[str, Any]]:
+    """Public then private test cases of a LiveCodeBench-format row (LiveCodeBench, LiveBench)."""
+    tests: list[dict[str, Any]] = []
+    for field in ("public_test_cases", "private_test_cases"):
+        try:
+            tests += decode_lcb_tests(row.get(field) or "[]")
+        except (ValueError, zlib.error, pickle.UnpicklingError, EOFError) as exc:
+            raise DataError(f"file {where}: row {qid}: field {field!r}: cannot decode ({exc})") from exc
+    return tests
+
+
 def lcb_tests(
     tests: list[dict[str, Any]], func_name: str | None, where: str, idx: Any
 ) -> tuple[dict[str, Any], str | None]:
@@ -302,13 +313,7 @@ def load_livecodebench(
             metadata = json.loads(meta_raw) if isinstance(meta_raw, str) else dict(meta_raw)
         except json.JSONDecodeError as exc:
             raise DataError(f"file {where}: row {qid}: field 'metadata': not valid JSON") from exc
-        tests = []
-        for field in ("public_test_cases", "private_test_cases"):
-            try:
-                tests += decode_lcb_tests(row.get(field) or "[]")
-            except (ValueError, zlib.error, pickle.UnpicklingError, EOFError) as exc:
-                raise DataError(f"file {where}: row {qid}: field {field!r}: cannot decode ({exc})") from exc
-        t, reason = lcb_tests(tests, metadata.get("func_name"), where, qid)
+        t, reason = lcb_tests(_row_lcb_tests(row, where, qid), metadata.get("func_name"), where, qid)
         starter = row.get("starter_code") or ""
         meta = {"platform": row.get("platform"), "contest_id": row.get("contest_id"), "contest_date": date,
                 "difficulty_label": row.get("difficulty"), "title": row.get("question_title")}  # fmt: skip
@@ -336,13 +341,7 @@ def load_livebench(
             orig = json.loads(orig) if orig.strip() else {}
         meta_raw = orig.get("metadata") or "{}"
         metadata = json.loads(meta_raw) if isinstance(meta_raw, str) else dict(meta_raw)
-        tests = []
-        for field in ("public_test_cases", "private_test_cases"):
-            try:
-                tests += decode_lcb_tests(row.get(field) or "[]")
-            except (ValueError, zlib.error, pickle.UnpicklingError, EOFError) as exc:
-                raise DataError(f"file {where}: row {qid}: field {field!r}: cannot decode ({exc})") from exc
-        t, reason = lcb_tests(tests, metadata.get("func_name"), where, qid)
+        t, reason = lcb_tests(_row_lcb_tests(row, where, qid), metadata.get("func_name"), where, qid)
         meta = {"task": row.get("task"), "title": row.get("question_title"),
                 "partial_solution": row.get("partial_solution")}  # fmt: skip
         if t["format"] == "call":
