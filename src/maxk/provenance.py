@@ -42,7 +42,7 @@ def git_commit(cwd: str | os.PathLike[str] | None = None) -> str | None:
         if sha.returncode != 0:
             return None
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"],
             cwd=here, capture_output=True, text=True, timeout=10,
         )  # fmt: skip
         return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
