@@ -36,8 +36,11 @@ def test_default_dag_builds_base_and_run_models_first():
     )
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
-    for rule in ("base_model", "train", "generate_shard", "merge_samples"):
+    for rule in ("base_model", "train", "generate_shard"):
         assert f"rule {rule}:" in out, rule
+    # one shard (the default): the shard job writes the final file, no merge job
+    assert "rule merge_samples:" not in out
+    assert "--shard 0 --num-shards 1" in out and "--output results/samples/base/suite_test.parquet" in out
     assert "--model-path results/models/base --model-name base" in out
     assert "--model-path results/models/grpo_continuous --model-name grpo_continuous" in out
     assert "gpu=" not in out  # transformers backend on CPU: no GPU requested (a gpu resource only when > 0)

@@ -1,13 +1,18 @@
 # Generation stage: n samples per problem for one (model, dataset), in shards merged in order.
 #   results/samples/{model}/{dataset}/shard{i}.parquet  (+ .manifest.json; temp unless keep_shards)
 #   results/samples/{model}/{dataset}.parquet           (+ .manifest.json)
+# With generate.num_shards = 1 (the embedded default) the one shard job writes the final file itself
+# and there is no merge job: a job saved per (model, dataset), i.e. one interpreter start-up each.
 # {model} is `base` (config base_model: results/models/base when built, else base_model.path, e.g. a
 # hub id at paper scale) or a training run name (results/models/{run}). Orchestration requests the (model, dataset) pairs.
 # Helpers live in src/maxk/generate/rules.py.
 from maxk.generate import rules as gen_rules
 
 GEN_RES = gen_rules.shard_resources(config, rule_resources("generate_shard"))
-GEN_SHARD = f"{RESULTS}/samples/{{model}}/{{dataset}}/shard{{shard}}"
+GEN_SINGLE = config["generate"]["num_shards"] == 1
+GEN_NAME = "{model}/{dataset}" if GEN_SINGLE else "{model}/{dataset}/shard{shard}"
+GEN_SHARD = f"{RESULTS}/samples/{GEN_NAME}"
+GEN_TEMP = temp if not (GEN_SINGLE or config["generate"]["keep_shards"]) else (lambda path: path)
 
 
 rule generate_shard:
@@ -15,20 +20,12 @@ rule generate_shard:
         problems=f"{RESULTS}/data/{{dataset}}.jsonl.gz",
         model=lambda wc: gen_rules.model_inputs(config, wc.model),
     output:
-        samples=(
-            f"{GEN_SHARD}.parquet"
-            if config["generate"]["keep_shards"]
-            else temp(f"{GEN_SHARD}.parquet")
-        ),
-        manifest=(
-            f"{GEN_SHARD}.manifest.json"
-            if config["generate"]["keep_shards"]
-            else temp(f"{GEN_SHARD}.manifest.json")
-        ),
+        samples=GEN_TEMP(f"{GEN_SHARD}.parquet"),
+        manifest=GEN_TEMP(f"{GEN_SHARD}.manifest.json"),
     log:
-        f"{LOGS}/generate/{{model}}/{{dataset}}/shard{{shard}}.log",
+        f"{LOGS}/generate/{GEN_NAME}.log",
     benchmark:
-        f"{BENCH}/generate/{{model}}/{{dataset}}/shard{{shard}}.tsv"
+        f"{BENCH}/generate/{GEN_NAME}.tsv"
     wildcard_constraints:
         model=r"[A-Za-z0-9_.\-]+",
         dataset=r"[A-Za-z0-9_.\-]+",
@@ -42,33 +39,36 @@ rule generate_shard:
         config=lambda wc: gen_rules.job_config_json(config),
         model_path=lambda wc: gen_rules.model_path(config, wc.model),
         num_shards=config["generate"]["num_shards"],
+        shard=lambda wc: wc.get("shard", "0"),
     shell:
         "maxk generate --model-path {params.model_path:q} --model-name {wildcards.model} "
         "--problems {input.problems} --dataset {wildcards.dataset} "
-        "--shard {wildcards.shard} --num-shards {params.num_shards} --threads {threads} "
+        "--shard {params.shard} --num-shards {params.num_shards} --threads {threads} "
         "--config-json {params.config:q} --output {output.samples} > {log} 2>&1"
 
 
-rule merge_samples:
-    input:
-        shards=lambda wc: gen_rules.shard_paths(config, wc.model, wc.dataset),
-        manifests=lambda wc: gen_rules.shard_paths(
-            config, wc.model, wc.dataset, ".manifest.json"
-        ),
-    output:
-        samples=f"{RESULTS}/samples/{{model}}/{{dataset}}.parquet",
-        manifest=f"{RESULTS}/samples/{{model}}/{{dataset}}.manifest.json",
-    log:
-        f"{LOGS}/generate/{{model}}/{{dataset}}.merge.log",
-    benchmark:
-        f"{BENCH}/generate/{{model}}/{{dataset}}.merge.tsv"
-    wildcard_constraints:
-        model=r"[A-Za-z0-9_.\-]+",
-        dataset=r"[A-Za-z0-9_.\-]+",
-    conda:
-        "../../envs/generate.yaml"
-    threads: threads_of("merge_samples")
-    resources:
-        **resources_of("merge_samples"),
-    shell:
-        "maxk generate merge --output {output.samples} {input.shards} > {log} 2>&1"
+if not GEN_SINGLE:
+
+    rule merge_samples:
+        input:
+            shards=lambda wc: gen_rules.shard_paths(config, wc.model, wc.dataset),
+            manifests=lambda wc: gen_rules.shard_paths(
+                config, wc.model, wc.dataset, ".manifest.json"
+            ),
+        output:
+            samples=f"{RESULTS}/samples/{{model}}/{{dataset}}.parquet",
+            manifest=f"{RESULTS}/samples/{{model}}/{{dataset}}.manifest.json",
+        log:
+            f"{LOGS}/generate/{{model}}/{{dataset}}.merge.log",
+        benchmark:
+            f"{BENCH}/generate/{{model}}/{{dataset}}.merge.tsv"
+        wildcard_constraints:
+            model=r"[A-Za-z0-9_.\-]+",
+            dataset=r"[A-Za-z0-9_.\-]+",
+        conda:
+            "../../envs/generate.yaml"
+        threads: threads_of("merge_samples")
+        resources:
+            **resources_of("merge_samples"),
+        shell:
+            "maxk generate merge --output {output.samples} {input.shards} > {log} 2>&1"
