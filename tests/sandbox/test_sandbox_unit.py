@@ -248,3 +248,42 @@ def test_scorer_accepts_the_config_section_as_is():
         limits = Limits.make(**section)
         assert limits.output_bytes == int(section["output_mb"] * (1 << 20))
         assert limits.minimum == section["isolation"]["minimum"]
+
+
+def _pool_processes(owner: str) -> dict[int, dict[str, str]]:
+    """/proc/<pid>/status fields of every process of a pool (their command lines carry its owner tag)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if owner.encode() not in (entry / "cmdline").read_bytes():
+                continue
+            lines = (entry / "status").read_text().splitlines()
+        except OSError:
+            continue
+        found[int(entry.name)] = dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+    return found
+
+
+def test_worker_carries_the_seccomp_filter_its_children_inherit():
+    with Scorer(workers=1) as scorer:
+        if not scorer.layers.get("seccomp"):
+            pytest.skip("no seccomp on this machine")
+        procs = _pool_processes(scorer.owner)
+        named = {p: s for p, s in procs.items() if s.get("Name") == "maxk-sbx-worker"}
+        assert len(named) == 1, procs  # the worker (pid 1 of its namespace when there is one)
+        status = next(iter(named.values()))
+        assert status["Seccomp"].strip() == "2" and int(status["Seccomp_filters"]) >= 1
+        assert status["NoNewPrivs"].strip() == "1"
+
+
+def test_debug_mode_keeps_every_layer(monkeypatch):
+    """MAXK_SANDBOX_DEBUG's watchdog thread must start after set-up: a threaded process cannot
+    enter a new user namespace, so debugging used to run with fewer layers than the real thing."""
+    with Scorer(workers=1) as scorer:
+        normal = dict(scorer.layers)
+    monkeypatch.setenv("MAXK_SANDBOX_DEBUG", "3600")
+    with Scorer(workers=1) as scorer:
+        assert scorer.layers == normal
+        assert scorer.score([(ADD, "def add(a, b):\n    return a + b\n")])[0].reward == 1.0
