@@ -12,7 +12,9 @@ GEN_RES = gen_rules.shard_resources(config, rule_resources("generate_shard"))
 GEN_SINGLE = config["generate"]["num_shards"] == 1
 GEN_NAME = "{model}/{dataset}" if GEN_SINGLE else "{model}/{dataset}/shard{shard}"
 GEN_SHARD = f"{RESULTS}/samples/{GEN_NAME}"
-GEN_TEMP = temp if not (GEN_SINGLE or config["generate"]["keep_shards"]) else (lambda path: path)
+
+# shard files are temp() unless each is the final file (one shard) or kept (keep_shards)
+GEN_KEEP = GEN_SINGLE or config["generate"]["keep_shards"]
 
 
 rule generate_shard:
@@ -20,8 +22,12 @@ rule generate_shard:
         problems=f"{RESULTS}/data/{{dataset}}.jsonl.gz",
         model=lambda wc: gen_rules.model_inputs(config, wc.model),
     output:
-        samples=GEN_TEMP(f"{GEN_SHARD}.parquet"),
-        manifest=GEN_TEMP(f"{GEN_SHARD}.manifest.json"),
+        samples=f"{GEN_SHARD}.parquet" if GEN_KEEP else temp(f"{GEN_SHARD}.parquet"),
+        manifest=(
+            f"{GEN_SHARD}.manifest.json"
+            if GEN_KEEP
+            else temp(f"{GEN_SHARD}.manifest.json")
+        ),
     log:
         f"{LOGS}/generate/{GEN_NAME}.log",
     benchmark:
