@@ -29,17 +29,24 @@ def _offline() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def _train(args: argparse.Namespace) -> int:
+def _job_config(config_json: str, keys: tuple[str, ...], paths: tuple[str, ...]) -> dict[str, Any]:
+    """The job's config, once it has every key in ``keys`` and every path in ``paths`` exists;
+    then the Hugging Face libraries are put offline."""
     from maxk.cli import UserError
 
-    cfg = _config(args.config_json)
-    for key in ("seed", "train", "run"):
+    cfg = _config(config_json)
+    for key in keys:
         if key not in cfg:
-            raise UserError(f"--config-json lacks the key {key!r} (needs seed, train, run)")
-    for path in (args.model, args.data):
+            raise UserError(f"--config-json lacks the key {key!r} (needs {', '.join(keys)})")
+    for path in paths:
         if not os.path.exists(path):
             raise UserError(f"{path}: no such file or directory")
     _offline()
+    return cfg
+
+
+def _train(args: argparse.Namespace) -> int:
+    cfg = _job_config(args.config_json, ("seed", "train", "run"), (args.model, args.data))
     from maxk.train.run import train_run
 
     summary = train_run(
@@ -56,16 +63,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _base(args: argparse.Namespace) -> int:
-    from maxk.cli import UserError
-
-    cfg = _config(args.config_json)
-    for key in ("seed", "base_model"):
-        if key not in cfg:
-            raise UserError(f"--config-json lacks the key {key!r} (needs seed, base_model)")
-    for path in (args.train_data, args.test_data):
-        if not os.path.exists(path):
-            raise UserError(f"{path}: no such file")
-    _offline()
+    cfg = _job_config(args.config_json, ("seed", "base_model"), (args.train_data, args.test_data))
     from maxk.train.base import build_base_model
 
     manifest = build_base_model(cfg, train_data=args.train_data, test_data=args.test_data, out=args.out)
