@@ -759,10 +759,10 @@ class Worker:
                 # a pid namespace, file writes without Landlock) is denied per child, on top.
                 common = seccomp_bpf(always=True)
                 kill, fs_write = not self.layers["pidns"], not self.layers["landlock"]
-                if kill or fs_write:
-                    self.child_bpf = seccomp_bpf(always=False, kill=kill, fs_write=fs_write)
+                extra = seccomp_bpf(always=False, kill=kill, fs_write=fs_write) if kill or fs_write else b""
                 load_seccomp(common)
-                self.layers["seccomp"] = f"{(len(common) + len(self.child_bpf)) // 8} BPF insns" + (
+                self.child_bpf = extra  # only once the common filter is on: children never get half of it
+                self.layers["seccomp"] = f"{(len(common) + len(extra)) // 8} BPF insns" + (
                     "" if self.layers["landlock"] else " (+no fs writes)"
                 )
             except OSError as exc:
