@@ -172,6 +172,40 @@ def test_cli_rejects_bad_config(tmp_path, capsys):
     assert "missing" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "config", "message"),
+    [
+        (["train", "--run", "r", "--out", "o", "--metrics", "m.csv"], {"seed": 1, "train": {}}, "'run'"),
+        (["base", "--out", "o"], {"base_model": {}}, "'seed'"),
+    ],
+)
+def test_cli_names_a_missing_config_key(tmp_path, capsys, argv, config, message):
+    from maxk.cli import main
+
+    data = tmp_path / "d.jsonl.gz"
+    data.write_bytes(b"")
+    paths = (
+        ["--model", str(tmp_path), "--data", str(data)]
+        if argv[0] == "train"
+        else ["--train-data", str(data), "--test-data", str(data)]
+    )
+    rc = main([*argv, *paths, "--config-json", json.dumps(config)])
+    err = capsys.readouterr().err
+    assert rc != 0 and "--config-json lacks the key" in err and message in err
+
+
+def test_cli_names_a_missing_input_file(tmp_path, capsys):
+    from maxk.cli import main
+
+    missing = tmp_path / "nope.jsonl.gz"
+    cfg = {"seed": 1, "base_model": {}}
+    inputs = ["--train-data", str(missing), "--test-data", str(missing)]
+    rc = main(["base", "--out", str(tmp_path / "o"), *inputs, "--config-json", json.dumps(cfg)])
+    err = capsys.readouterr().err
+    assert rc != 0 and f"{missing}: no such file or directory" in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_paper_dag_lists_ten_gpu_training_runs():
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     out = subprocess.run(
