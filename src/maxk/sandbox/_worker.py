@@ -131,12 +131,12 @@ SPARE_CPU_S = 3600  # a spare child's CPU limit until its program arrives (then 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-_NAMES = {name: ctypes.create_string_buffer(name) for name in (b"maxk-sbx-worker", b"maxk-sbx-child")}
 
 
 def set_name(name: bytes) -> None:
     """The process name seen by ps/top/perf (comm), e.g. to tell workers from children in a profile."""
-    prctl(PR_SET_NAME, ctypes.addressof(_NAMES[name]))
+    buf = ctypes.create_string_buffer(name)  # alive until prctl has copied it
+    prctl(PR_SET_NAME, ctypes.addressof(buf))
 
 
 def _check(ret: int, what: str) -> int:
