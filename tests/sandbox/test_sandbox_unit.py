@@ -287,3 +287,56 @@ def test_debug_mode_keeps_every_layer(monkeypatch):
     with Scorer(workers=1) as scorer:
         assert scorer.layers == normal
         assert scorer.score([(ADD, "def add(a, b):\n    return a + b\n")])[0].reward == 1.0
+
+
+@pytest.mark.parametrize("mode", ["full", "portable"])
+def test_programs_import_what_the_worker_did_not_preload(mode):
+    """Rarer stdlib modules are not pre-imported (each shared library costs every fork); under
+    Landlock a program imports them itself, in its child, even where the sandbox uid cannot walk the
+    interpreter's path (root's Python under /root, dropped to nobody). Without Landlock the worker
+    pre-imports them instead (the import path is not pinned there)."""
+    from maxk.sandbox import _worker
+
+    rare = ["decimal", "fractions", "datetime", "hashlib", "zlib", "statistics", "csv"]
+    assert not set(rare) & set(_worker.PRELOAD)
+    assert set(rare) <= set(_worker.PRELOAD_UNPINNED)
+    layers = {} if mode == "full" else {"userns": False, "pidns": False, "landlock": False}
+    with Scorer(workers=1, **layers) as scorer:
+        if mode == "full" and not scorer.layers.get("landlock"):
+            pytest.skip("no Landlock on this machine")
+        extra = ", graphlib" if mode == "full" else ""  # in neither list: imported from the disk
+        program = (
+            f"import {', '.join(rare)}{extra}\n"
+            "def add(a, b):\n"
+            "    return int(decimal.Decimal(a) + decimal.Decimal(b)) + fractions.Fraction(0).numerator\n"
+        )
+        assert scorer.score([(ADD, program)])[0].reward == 1.0
+
+
+def test_worker_maps_no_library_the_programs_rarely_need():
+    """What a worker maps, every fork copies and every child's exit tears down (about 2 us per
+    mapping): the worker itself must not pull in compression, crypto or libseccomp (dlclose'd)."""
+    with Scorer(workers=1) as scorer:
+        scorer.score([(ADD, "def add(a, b):\n    return a + b\n")])
+        procs = _pool_processes(scorer.owner)
+        workers = [p for p, s in procs.items() if s.get("Name") == "maxk-sbx-worker"]
+        assert len(workers) == 1
+        maps = Path(f"/proc/{workers[0]}/maps").read_text()
+    for lib in ("libz.so", "libbz2", "liblzma", "libcrypto", "libseccomp", "_decimal", "_hashlib"):
+        assert lib not in maps, lib
+
+
+def test_remove_tree_never_follows_links(tmp_path):
+    from maxk.sandbox._worker import remove_tree
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("x")
+    top = tmp_path / "scratch"
+    (top / "a" / "b").mkdir(parents=True)
+    (top / "a" / "b" / "f").write_text("y")
+    (top / "link_dir").symlink_to(outside)
+    (top / "a" / "link_file").symlink_to(outside / "keep.txt")
+    remove_tree(str(top))
+    assert not top.exists()
+    assert (outside / "keep.txt").read_text() == "x"

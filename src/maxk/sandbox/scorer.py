@@ -153,6 +153,7 @@ class Limits:
             "preload": list(self.preload),
             "layers": {k: getattr(self, k) for k in ("userns", "pidns", "landlock", "seccomp", "drop_uid")},
             "debug": float(os.environ.get("MAXK_SANDBOX_DEBUG") or 0),
+            "scratch_root": tempfile.gettempdir(),  # the worker's environment is empty: no TMPDIR
         }
 
 
@@ -186,7 +187,8 @@ def _remove_scratch(path: Any) -> None:
     if not isinstance(path, str):
         return
     p = Path(path)
-    if p.parent != Path(tempfile.gettempdir()) or not p.name.startswith("maxk-sbx-") or p.is_symlink():
+    roots = {Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp")}  # see _worker.make_scratch
+    if p.parent not in roots or not p.name.startswith("maxk-sbx-") or p.is_symlink():
         return
     shutil.rmtree(p, ignore_errors=True)
 
