@@ -340,3 +340,80 @@ def test_remove_tree_never_follows_links(tmp_path):
     remove_tree(str(top))
     assert not top.exists()
     assert (outside / "keep.txt").read_text() == "x"
+
+
+LOOP = {
+    "id": "u/loop",
+    "source": "u",
+    "prompt": "",
+    "difficulty": None,
+    "tests": {
+        "format": "call",
+        "entry_point": "add",
+        "setup": "import random\nfrom random import randint\nrng = random.Random(7)\n",
+        "cases": [
+            "for _ in range(50):\n    x, y = random.randint(0, 9), randint(0, 9)\n"
+            "    assert add(x, y) == x + y",
+            "for _ in range(50):\n    x = rng.randint(0, 99)\n    assert abs(add(x, 0.5) - x - 0.5) < 1e-9",
+            "assert add(1, 2) == 3, 'got ' + str(add(1, 2))",
+        ],
+    },
+}
+
+
+@pytest.fixture
+def live_calls(monkeypatch):
+    """Encoded calls that went to a child one round trip each (not answered from the prefetch)."""
+    from maxk.sandbox import scorer as S
+
+    live: list[str] = []
+    original = S._Session.call
+
+    def call(self, payload, left):
+        live.append(payload)
+        return original(self, payload, left)
+
+    monkeypatch.setattr(S._Session, "call", call)
+    return live
+
+
+def test_loops_of_asserts_are_prefetched_and_still_checked(live_calls):
+    """All 101 calls of a correct program come back with its load (random inputs included); the
+    prefetched replies are still checked one by one, and calls that were not recorded go live."""
+    with Scorer(workers=1) as scorer:
+        assert scorer.score([(LOOP, "def add(a, b):\n    return a + b\n")])[0].verdicts == ("ok",) * 3
+        assert live_calls == []
+        late = "n = 0\ndef add(a, b):\n    global n\n    n += 1\n    return a + b + (n > 40)\n"
+        assert scorer.score([(LOOP, late)])[0].verdicts == ("wrong_answer",) * 3
+        assert live_calls == ['[[["I", "1"], ["I", "2"]], []]']  # case 3's failure message calls again
+        live_calls.clear()
+        assert (
+            scorer.score([(LOOP, "def add(a, b):\n    return a - b\n")])[0].verdicts == ("wrong_answer",) * 3
+        )
+        assert len(live_calls) == 1
+
+
+def test_a_prefetched_loop_shares_its_case_time_budget():
+    slow = "import time\ndef add(a, b):\n    time.sleep(0.3)\n    return a + b\n"
+    problem = dict(LOOP, tests=dict(LOOP["tests"], cases=LOOP["tests"]["cases"][:1]))
+    assert score_programs(problem, [slow], workers=1, timeout_s=1.0)[0].verdicts == ("timeout",)
+
+
+def test_random_test_inputs_are_replayed_identically():
+    """Every run of a case (recording, then each program) draws the same numbers, from copies: the
+    caller's own generators are untouched, and threads scoring side by side cannot interleave."""
+    import random
+
+    from maxk.sandbox.scorer import _CallProblem, _random_plan
+
+    base: dict = {}
+    exec(LOOP["tests"]["setup"], base)
+    prob = _CallProblem("add", base, [], 1.0)
+    prob.randoms = _random_plan(base)
+    state, rng_state = random.getstate(), base["rng"].getstate()
+    draws = [
+        [ns["random"].random(), ns["randint"](0, 10**9), ns["rng"].random(), ns["random"].random()]
+        for ns in (prob.namespace(), prob.namespace())
+    ]
+    assert draws[0] == draws[1]
+    assert random.getstate() == state and base["rng"].getstate() == rng_state

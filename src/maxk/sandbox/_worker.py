@@ -1173,8 +1173,10 @@ class Worker:
         return {"status": self._status(status)}
 
     def load(self, msg: dict) -> dict:
-        """Compile and start the program; then answer the prefetched ``calls`` in order (re-forking
-        the child after a crash or timeout); keep the child only if ``keep``. One round trip."""
+        """Compile and start the program; then answer the prefetched ``calls`` (per case, a list of
+        encoded calls sharing the case's time budget; a case stops at a call the child does not
+        survive), re-forking the child for the next case after a crash or timeout; keep the child
+        only if ``keep``. One round trip."""
         self.end_child()
         try:
             code = compile(msg["program"], "<program>", "exec", dont_inherit=True)
@@ -1186,24 +1188,33 @@ class Worker:
         reply = self._spawn()
         if reply.get("status") != "ready":
             return reply
-        calls = msg.get("calls") or []
-        results: list[dict | None] = []
-        for payload in calls:
-            if payload is None:
-                results.append(None)
-                continue
-            if self.child is None:
-                again = self._spawn()
-                if again.get("status") != "ready":
-                    results.append(again)
-                    continue
-            results.append(self.call({"payload": payload, "timeout": msg["call_timeout"]}))
-        if calls:
+        cases = msg.get("calls") or []
+        results = [self._prefetch(payloads, float(msg["call_timeout"])) for payloads in cases]
+        if cases:
             reply = dict(reply, results=results)
         if not msg.get("keep", True):
             self.deferred.append(self.end_child)  # after the reply: the orchestrator need not wait
         reply["alive"] = self.child is not None and bool(msg.get("keep", True))
         return reply
+
+    def _prefetch(self, payloads: list[str], budget: float) -> dict | None:
+        if not payloads:
+            return None
+        if self.child is None:
+            again = self._spawn()
+            if again.get("status") != "ready":
+                return {"replies": [again], "elapsed": 0.0}
+        start = time.monotonic()
+        replies: list[dict] = []
+        for payload in payloads:
+            left = start + budget - time.monotonic()
+            if left <= 0:
+                break  # the case's budget is spent: the trusted side will say so
+            reply = self.call({"payload": payload, "timeout": left})
+            replies.append(reply)
+            if reply.get("status") not in ("returned", "raised", "returned_unsupported"):
+                break  # the child is gone; so is the rest of this case
+        return {"replies": replies, "elapsed": time.monotonic() - start}
 
     def _spawn(self) -> dict:
         self.child = self._take()

@@ -18,12 +18,15 @@ import ast
 import builtins
 import collections
 import contextlib
+import copy
 import dataclasses
 import hashlib
+import inspect
 import itertools
 import json
 import os
 import queue
+import random
 import select
 import shutil
 import signal
@@ -32,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import weakref
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -355,23 +359,73 @@ def _encode_call(args: tuple, kwargs: dict) -> str:
     )
 
 
+#: Prefetch limits: calls recorded per case, and encoded arguments per problem (one load message).
+PREFETCH_CALLS = 1000
+PREFETCH_BYTES = 1 << 20
+
+
 class _Stop(BaseException):
-    """Raised by the recording proxy at the first call (prefetch phase)."""
+    """Raised by the recording proxy to end a case's recording (prefetch phase)."""
+
+
+class _Anything:
+    """What the recording proxy returns in place of a result, so that a case runs on to its next
+    call: every comparison holds, arithmetic and indexing give itself back, it iterates as empty.
+    It only serves to learn which arguments a case passes; it never reaches a verdict."""
+
+    def _true(self, *_: Any) -> bool:
+        return True
+
+    def _same(self, *_: Any, **__: Any) -> _Anything:
+        return self
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __contains__ = __bool__ = _true  # type: ignore[assignment]
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _same
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __and__ = __rand__ = _same
+    __or__ = __ror__ = __xor__ = __rxor__ = __neg__ = __pos__ = __abs__ = __round__ = _same
+    __getitem__ = __call__ = __getattr__ = _same
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __iter__(self) -> Any:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __int__(self) -> int:
+        return 0
+
+    __index__ = __int__
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __str__(self) -> str:
+        return ""
+
+    __repr__ = __str__
+
+
+_ANYTHING = _Anything()
 
 
 class _Recorder:
-    """Prefetch phase: records the encoded arguments of a case's first call, then stops the case."""
+    """Prefetch phase: records the encoded arguments of every call a case makes, answering each with
+    ``_ANYTHING``; stops at an argument it cannot encode (e.g. one computed from a result)."""
 
     def __init__(self) -> None:
-        self.payload: str | None = None
+        self.payloads: list[str] = []
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.payload is None:
-            try:
-                self.payload = _encode_call(args, kwargs)
-            except protocol.Unsupported:
-                self.payload = None
-        raise _Stop
+        if len(self.payloads) >= PREFETCH_CALLS:
+            raise _Stop
+        try:
+            self.payloads.append(_encode_call(args, kwargs))
+        except protocol.Unsupported:
+            raise _Stop from None
+        return _ANYTHING
 
 
 class _Session:
@@ -412,11 +466,12 @@ class _Session:
 class _Candidate:
     """Stands in for the entry point inside trusted test code.
 
-    A call whose encoded arguments equal the prefetched ones gets the prefetched reply; any other
-    call goes live to the child through the session. Replies are rebuilt from strict tagged data.
+    While the case's calls match the prefetched ones (same encoded arguments, same order), each gets
+    its prefetched reply; from the first call that differs on, every call goes live to the child
+    through the session. Replies are rebuilt from strict tagged data.
     """
 
-    def __init__(self, session: _Session, deadline: float, prefetched: tuple[str, dict] | None) -> None:
+    def __init__(self, session: _Session, deadline: float, prefetched: collections.deque) -> None:
         self.session = session
         self.deadline = deadline
         self.prefetched = prefetched
@@ -432,9 +487,10 @@ class _Candidate:
         except protocol.Unsupported as exc:
             self._fail("sandbox_error")
             raise AssertionError("unreachable") from exc
-        if self.prefetched is not None and self.prefetched[0] == payload:
-            reply, self.prefetched = self.prefetched[1], None
+        if self.prefetched and self.prefetched[0][0] == payload:
+            reply = self.prefetched.popleft()[1]
         else:
+            self.prefetched.clear()  # diverged: later replies were computed after other calls
             left = self.deadline - time.monotonic()
             if left <= 0:
                 self._fail("timeout")
@@ -481,8 +537,75 @@ class _CallProblem:
     codes: list[Any]
     timeout: float
     single: list[bool] = dataclasses.field(default_factory=list)
-    #: encoded first call of each single-call case (independent of the program; computed once)
-    first_calls: list[str | None] | None = None
+    #: encoded calls each case makes when every result is as expected (independent of the program;
+    #: recorded once, see ``Scorer._record_calls``)
+    prefetch: list[list[str]] | None = None
+    #: the cases compiled for recording (asserts as bare expressions, see ``_recording_code``)
+    recording: list[Any] = dataclasses.field(default_factory=list)
+    #: random generators the cases reach from ``base`` (see ``_random_plan``)
+    randoms: list[tuple[str, str, Any]] = dataclasses.field(default_factory=list)
+
+    def namespace(self) -> dict[str, Any]:
+        """A case's globals: ``base``, with every random generator it reaches replaced by a copy in
+        the state it had after the setup, so each run of a case (recording, then every program)
+        draws the same numbers, whatever ran before or runs in another thread."""
+        ns = dict(self.base)
+        twins: dict[int, random.Random] = {}
+        for name, kind, snapshot in self.randoms:
+            twin = twins.get(id(snapshot))
+            if twin is None:
+                twin = twins[id(snapshot)] = copy.copy(snapshot)
+            if kind == "module":
+                module = types.ModuleType("random", random.__doc__)
+                module.__dict__.update(random.__dict__)
+                for attr, value in random.__dict__.items():
+                    if getattr(value, "__self__", None) is random._inst:  # type: ignore[attr-defined]
+                        setattr(module, attr, getattr(twin, value.__name__))
+                ns[name] = module
+            elif kind == "instance":
+                ns[name] = twin
+            else:  # a bound method such as `from random import choice`
+                ns[name] = getattr(twin, kind)
+        return ns
+
+
+class _AssertsAsExpressions(ast.NodeTransformer):
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        return ast.copy_location(ast.Expr(self.visit(node.test)), node)
+
+
+def _recording_code(src: str, name: str) -> Any:
+    """A case compiled for recording its calls: each ``assert test, msg`` becomes the bare expression
+    ``test`` (its calls still run; a failed check no longer ends the case, e.g. in a loop of asserts
+    on results the recording proxy cannot make true)."""
+    try:
+        tree = _AssertsAsExpressions().visit(ast.parse(src))
+        return compile(ast.fix_missing_locations(tree), name, "exec")
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def _random_plan(base: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """(name, kind, snapshot) for each name of ``base`` that is the ``random`` module, a
+    ``random.Random`` or one of its bound methods; snapshots are shared per generator."""
+    snapshots: dict[int, Any] = {}
+
+    def snap(gen: Any) -> Any:
+        if not isinstance(gen, random.Random) or isinstance(gen, random.SystemRandom):
+            return None
+        if id(gen) not in snapshots:
+            snapshots[id(gen)] = copy.copy(gen)
+        return snapshots[id(gen)]
+
+    plan = []
+    for name, value in base.items():
+        if value is random:
+            plan.append((name, "module", snap(random._inst)))  # type: ignore[attr-defined]
+        elif (shot := snap(value)) is not None:
+            plan.append((name, "instance", shot))
+        elif inspect.ismethod(value) and (shot := snap(value.__self__)) is not None:
+            plan.append((name, value.__name__, shot))
+    return plan
 
 
 @dataclasses.dataclass
@@ -752,6 +875,10 @@ class Scorer:
                 codes = [compile(c, f"<case {problem.get('id')}#{j}>", "exec") for j, c in enumerate(sources)]
                 single = [_single_call_assert(c, tests["entry_point"]) for c in sources]
                 prepared = _CallProblem(tests["entry_point"], base, codes, timeout, single)
+                prepared.randoms = _random_plan(base)
+                prepared.recording = [
+                    _recording_code(c, f"<case {problem.get('id')}#{j}>") for j, c in enumerate(sources)
+                ]
             else:
                 raise SandboxError(
                     f"problem {problem.get('id')!r}: unknown tests.format {tests.get('format')!r}"
@@ -777,16 +904,12 @@ class Scorer:
             guard = n * (prob.timeout + 1) + 10
         else:
             n = len(prob.codes)
-            if prob.first_calls is None:
-                # Trusted code before a case's first call cannot depend on the program: done once per
-                # problem; phase 2 still checks every call's arguments against it (random arguments).
-                prob.first_calls = [
-                    self._first_call(prob, c) if one else None
-                    for c, one in zip(prob.codes, prob.single, strict=True)
-                ]
+            if prob.prefetch is None:
+                prob.prefetch = self._record_calls(prob)
+            # a case that may call more than once keeps the child for calls that were not prefetched
             keep = not all(prob.single)
             pending.pipelinable = not keep  # nothing of ours stays in the worker after its reply
-            msg, guard = self._load_msg(prob, job.program, prob.first_calls, keep, pending.token)
+            msg, guard = self._load_msg(prob, job.program, prob.prefetch, keep, pending.token)
         if n == 0:
             pending.sent = False
             pending.pipelinable = True
@@ -842,7 +965,7 @@ class Scorer:
 
     @staticmethod
     def _load_msg(
-        prob: _CallProblem, program: str, calls: list[str | None] | None, keep: bool, token: int
+        prob: _CallProblem, program: str, calls: list[list[str]] | None, keep: bool, token: int
     ) -> tuple[dict[str, Any], float]:
         msg = {
             "op": "load",
@@ -855,19 +978,35 @@ class Scorer:
             "keep": keep,
             "token": token,
         }
-        n_calls = sum(c is not None for c in calls or [])
+        n_calls = sum(bool(c) for c in calls or [])  # each case's calls share one time budget
         return msg, (prob.timeout + 1) * (1 + 2 * n_calls) + 10
 
     @staticmethod
-    def _first_call(prob: _CallProblem, code: Any) -> str | None:
-        """Run a single-call case in the trusted process up to its call; return the encoded arguments."""
-        recorder = _Recorder()
-        ns = dict(prob.base)
-        ns[prob.entry_point] = ns["candidate"] = recorder
-        # _Stop at the call, or the case failed before calling (then it simply runs live later)
-        with contextlib.suppress(Exception, _Stop):
-            exec(code, ns)
-        return recorder.payload
+    def _record_calls(prob: _CallProblem) -> list[list[str]]:
+        """Run every case in the trusted process with a recording proxy for the candidate: the calls
+        (encoded arguments) it makes while every result looks right. Trusted code between calls
+        cannot depend on the program, so this is done once per problem; phase 2 still checks each
+        call's arguments against the recording (random generators are replayed, see ``namespace``)."""
+        out: list[list[str]] = []
+        budget = PREFETCH_BYTES
+        for code in prob.recording or [None] * len(prob.codes):
+            if code is None:
+                out.append([])
+                continue
+            recorder = _Recorder()
+            ns = prob.namespace()
+            ns[prob.entry_point] = ns["candidate"] = recorder
+            # the case may fail or stop early: what it called so far is prefetched, the rest runs live
+            with contextlib.suppress(Exception, _Stop):
+                exec(code, ns)
+            calls = []
+            for payload in recorder.payloads:
+                budget -= len(payload)
+                if budget < 0:
+                    break
+                calls.append(payload)
+            out.append(calls)
+        return out
 
     def _call_verdicts(
         self, handle: _WorkerHandle, prob: _CallProblem, pending: _Pending, reply: dict[str, Any]
@@ -877,7 +1016,7 @@ class Scorer:
         if status != "ready":
             return [status if status == "syntax_error" else _map_status(status)] * n
         results = reply.get("results") or [None] * n
-        calls = prob.first_calls or [None] * n
+        calls = prob.prefetch or [[]] * n
         if not isinstance(results, list) or len(results) != n:
             return ["sandbox_error"] * n
         # Phase 2: every case runs in full here; prefetched replies answer matching calls.
@@ -885,21 +1024,28 @@ class Scorer:
             self, handle, prob, pending.job.program, pending.token, alive=bool(reply.get("alive"))
         )
         verdicts: list[str] = []
-        for code, payload, result in zip(prob.codes, calls, results, strict=True):
+        for code, payloads, result in zip(prob.codes, calls, results, strict=True):
             if self.limits.max_timeouts and verdicts.count("timeout") >= self.limits.max_timeouts:
                 verdicts += ["timeout"] * (n - len(verdicts))  # budget spent: the rest is not run
                 break
-            pre = (payload, result) if payload is not None and isinstance(result, dict) else None
-            verdicts.append(self._run_case(session, prob, code, pre))
+            pre: collections.deque = collections.deque()
+            used = 0.0  # the prefetched calls' share of the case's time budget
+            if payloads and isinstance(result, dict) and isinstance(result.get("replies"), list):
+                replies = [r if isinstance(r, dict) else {} for r in result["replies"]]
+                pre.extend(zip(payloads, replies, strict=False))
+                used = result.get("elapsed") if isinstance(result.get("elapsed"), int | float) else 0.0
+            verdicts.append(self._run_case(session, prob, code, pre, used))
         if session.alive:
             with contextlib.suppress(_Dead):
                 handle.request({"op": "end", "token": session.token}, guard=10)
         return verdicts
 
     @staticmethod
-    def _run_case(session: _Session, prob: _CallProblem, code: Any, pre: tuple[str, dict] | None) -> str:
-        proxy = _Candidate(session, time.monotonic() + prob.timeout, pre)
-        ns = dict(prob.base)
+    def _run_case(
+        session: _Session, prob: _CallProblem, code: Any, pre: collections.deque, used: float
+    ) -> str:
+        proxy = _Candidate(session, time.monotonic() + prob.timeout - used, pre)
+        ns = prob.namespace()
         ns[prob.entry_point] = ns["candidate"] = proxy
         verdict = "ok"
         try:
