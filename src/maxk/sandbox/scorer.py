@@ -515,19 +515,22 @@ class _Candidate:
         raise self.abort
 
 
-def _single_call_assert(src: str, entry: str) -> bool:
+def _single_call_assert(tree: ast.Module, entry: str) -> bool:
     """True when a case is one ``assert`` with exactly one call of the entry point and no loops,
-    lambdas or comprehensions: it calls the candidate at most once, so its call can be prefetched."""
-    try:
-        tree = ast.parse(src)
-    except SyntaxError:
-        return False
+    lambdas or comprehensions: it calls the candidate at most once, so the child need not outlive
+    the prefetched calls."""
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
         return False
-    names = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in (entry, "candidate")]
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.func in names]
     scoped = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr)
-    return len(names) == 1 and len(calls) == 1 and not any(isinstance(n, scoped) for n in ast.walk(tree))
+    names, calls = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, scoped):
+            return False
+        if isinstance(node, ast.Name) and node.id in (entry, "candidate"):
+            names.append(node)
+        elif isinstance(node, ast.Call):
+            calls.append(node)
+    return len(names) == 1 and sum(c.func is names[0] for c in calls) == 1
 
 
 @dataclasses.dataclass
@@ -569,18 +572,19 @@ class _CallProblem:
         return ns
 
 
-class _AssertsAsExpressions(ast.NodeTransformer):
-    def visit_Assert(self, node: ast.Assert) -> ast.AST:
-        return ast.copy_location(ast.Expr(self.visit(node.test)), node)
-
-
-def _recording_code(src: str, name: str) -> Any:
+def _recording_code(tree: ast.Module, name: str) -> Any:
     """A case compiled for recording its calls: each ``assert test, msg`` becomes the bare expression
     ``test`` (its calls still run; a failed check no longer ends the case, e.g. in a loop of asserts
-    on results the recording proxy cannot make true)."""
+    on results the recording proxy cannot make true). Rewrites ``tree`` in place."""
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                for i, stmt in enumerate(block):
+                    if isinstance(stmt, ast.Assert):
+                        block[i] = ast.copy_location(ast.Expr(stmt.test), stmt)
     try:
-        tree = _AssertsAsExpressions().visit(ast.parse(src))
-        return compile(ast.fix_missing_locations(tree), name, "exec")
+        return compile(tree, name, "exec")
     except (SyntaxError, ValueError, RecursionError):
         return None
 
@@ -871,14 +875,16 @@ class Scorer:
                 base: dict[str, Any] = {"__name__": "__maxk_tests__"}
                 setup = tests.get("setup") or ""
                 exec(compile(setup, f"<setup {problem.get('id')}>", "exec"), base)  # trusted dataset code
-                sources = tests.get("cases") or []
-                codes = [compile(c, f"<case {problem.get('id')}#{j}>", "exec") for j, c in enumerate(sources)]
-                single = [_single_call_assert(c, tests["entry_point"]) for c in sources]
-                prepared = _CallProblem(tests["entry_point"], base, codes, timeout, single)
+                prepared = _CallProblem(tests["entry_point"], base, [], timeout)
+                for j, src in enumerate(tests.get("cases") or []):  # each case parsed once
+                    name = f"<case {problem.get('id')}#{j}>"
+                    tree = ast.parse(src, name)
+                    prepared.codes.append(compile(tree, name, "exec"))
+                    single = _single_call_assert(tree, tests["entry_point"])
+                    prepared.single.append(single)
+                    # a single call comes before its check: the case itself records it
+                    prepared.recording.append(prepared.codes[-1] if single else _recording_code(tree, name))
                 prepared.randoms = _random_plan(base)
-                prepared.recording = [
-                    _recording_code(c, f"<case {problem.get('id')}#{j}>") for j, c in enumerate(sources)
-                ]
             else:
                 raise SandboxError(
                     f"problem {problem.get('id')!r}: unknown tests.format {tests.get('format')!r}"
