@@ -417,3 +417,21 @@ def test_random_test_inputs_are_replayed_identically():
     ]
     assert draws[0] == draws[1]
     assert random.getstate() == state and base["rng"].getstate() == rng_state
+
+
+def test_recording_ends_on_loops_that_only_real_results_end(live_calls):
+    """The recording stand-in passes every check, so these loops would never end on it: the calls
+    cap (first case) and the stand-in's own budget (second) end the recording, not the scorer."""
+    problem = dict(
+        ADD,
+        tests=dict(
+            ADD["tests"],
+            cases=[
+                "i = 0\nwhile add(i, 0) != 5:\n    i += 1",
+                "n = add(1, 2)\nwhile n > 0:\n    n -= 1\nassert n == 0",
+            ],
+        ),
+    )
+    scores = score_programs(problem, ["def add(a, b):\n    return a + b\n"], workers=1)
+    assert scores[0].verdicts == ("ok", "ok")
+    assert live_calls == []  # the first case's 6 calls were among the recorded 1,000

@@ -371,12 +371,24 @@ class _Stop(BaseException):
 class _Anything:
     """What the recording proxy returns in place of a result, so that a case runs on to its next
     call: every comparison holds, arithmetic and indexing give itself back, it iterates as empty.
-    It only serves to learn which arguments a case passes; it never reaches a verdict."""
+    It only serves to learn which arguments a case passes; it never reaches a verdict. Each use
+    spends one of ``left``: a loop that only ends on a real result (``while r > 0: r -= 1``) stops
+    the recording instead of spinning forever."""
+
+    def __init__(self, left: int = 100_000) -> None:
+        self.left = left
+
+    def _spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _Stop
 
     def _true(self, *_: Any) -> bool:
+        self._spend()
         return True
 
     def _same(self, *_: Any, **__: Any) -> _Anything:
+        self._spend()
         return self
 
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __contains__ = __bool__ = _true  # type: ignore[assignment]
@@ -386,37 +398,41 @@ class _Anything:
     __getitem__ = __call__ = __getattr__ = _same
 
     def __hash__(self) -> int:
+        self._spend()
         return 0
 
     def __iter__(self) -> Any:
+        self._spend()
         return iter(())
 
     def __len__(self) -> int:
+        self._spend()
         return 0
 
     def __int__(self) -> int:
+        self._spend()
         return 0
 
     __index__ = __int__
 
     def __float__(self) -> float:
+        self._spend()
         return 0.0
 
     def __str__(self) -> str:
+        self._spend()
         return ""
 
     __repr__ = __str__
 
 
-_ANYTHING = _Anything()
-
-
 class _Recorder:
     """Prefetch phase: records the encoded arguments of every call a case makes, answering each with
-    ``_ANYTHING``; stops at an argument it cannot encode (e.g. one computed from a result)."""
+    a ``_Anything``; stops at an argument it cannot encode (e.g. one computed from a result)."""
 
     def __init__(self) -> None:
         self.payloads: list[str] = []
+        self.anything = _Anything()  # one per case: its budget bounds the whole recording
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if len(self.payloads) >= PREFETCH_CALLS:
@@ -425,7 +441,7 @@ class _Recorder:
             self.payloads.append(_encode_call(args, kwargs))
         except protocol.Unsupported:
             raise _Stop from None
-        return _ANYTHING
+        return self.anything
 
 
 class _Session:
