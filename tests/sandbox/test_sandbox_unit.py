@@ -344,23 +344,20 @@ def test_remove_tree_never_follows_links(tmp_path):
     assert (outside / "keep.txt").read_text() == "x"
 
 
-LOOP = {
-    "id": "u/loop",
-    "source": "u",
-    "prompt": "",
-    "difficulty": None,
-    "tests": {
-        "format": "call",
-        "entry_point": "add",
-        "setup": "import random\nfrom random import randint\nrng = random.Random(7)\n",
-        "cases": [
+LOOP = dict(
+    ADD,
+    id="u/loop",
+    tests=dict(
+        ADD["tests"],
+        setup="import random\nfrom random import randint\nrng = random.Random(7)\n",
+        cases=[
             "for _ in range(50):\n    x, y = random.randint(0, 9), randint(0, 9)\n"
             "    assert add(x, y) == x + y",
             "for _ in range(50):\n    x = rng.randint(0, 99)\n    assert abs(add(x, 0.5) - x - 0.5) < 1e-9",
             "assert add(1, 2) == 3, 'got ' + str(add(1, 2))",
         ],
-    },
-}
+    ),
+)
 
 
 @pytest.fixture
