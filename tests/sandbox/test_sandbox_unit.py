@@ -436,3 +436,18 @@ def test_recording_ends_on_loops_that_only_real_results_end(live_calls):
     scores = score_programs(problem, ["def add(a, b):\n    return a + b\n"], workers=1)
     assert scores[0].verdicts == ("ok", "ok")
     assert live_calls == []  # the first case's 6 calls were among the recorded 1,000
+
+
+def test_a_kept_recording_stand_in_never_makes_a_check_pass():
+    """Test code may keep results in state its setup shares between cases; the recording's stand-in
+    (which equals anything) is spent once the recording ends, so it cannot pass a later check."""
+    problem = dict(
+        ADD,
+        tests=dict(
+            ADD["tests"], setup="seen = []\n", cases=["seen.append(add(1, 2))", "assert sum(seen) == 3"]
+        ),
+    )
+    assert (
+        score_programs(problem, ["def add(a, b):\n    return 0\n"], workers=1)[0].verdicts[1]
+        == "wrong_answer"
+    )

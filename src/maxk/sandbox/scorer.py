@@ -901,6 +901,8 @@ class Scorer:
                     # a single call comes before its check: the case itself records it
                     prepared.recording.append(prepared.codes[-1] if single else _recording_code(tree, name))
                 prepared.randoms = _random_plan(base)
+                # once, under the lock: before any program of this problem is evaluated
+                prepared.prefetch = self._record_calls(prepared)
             else:
                 raise SandboxError(
                     f"problem {problem.get('id')!r}: unknown tests.format {tests.get('format')!r}"
@@ -926,8 +928,6 @@ class Scorer:
             guard = n * (prob.timeout + 1) + 10
         else:
             n = len(prob.codes)
-            if prob.prefetch is None:
-                prob.prefetch = self._record_calls(prob)
             # a case that may call more than once keeps the child for calls that were not prefetched
             keep = not all(prob.single)
             pending.pipelinable = not keep  # nothing of ours stays in the worker after its reply
@@ -1021,6 +1021,9 @@ class Scorer:
             # the case may fail or stop early: what it called so far is prefetched, the rest runs live
             with contextlib.suppress(Exception, _Stop):
                 exec(code, ns)
+            # If the stand-in was kept somewhere (state the setup shares between cases), any later use
+            # raises: it must never make a real check pass.
+            recorder.anything.left = -1
             calls = []
             for payload in recorder.payloads:
                 budget -= len(payload)
