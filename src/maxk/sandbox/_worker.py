@@ -418,23 +418,6 @@ def landlock_enforce(ruleset: int) -> None:
     _check(_libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
 
 
-def landlock_restrict(
-    abi: int,
-    read_paths: list[str],
-    write_paths: list[str],
-    *,
-    fs: bool,
-    scope: int,
-    list_paths: tuple[str, ...] = (),
-) -> None:
-    """Build a ruleset (see ``landlock_ruleset``) and enforce it on this process at once."""
-    fd = landlock_ruleset(abi, read_paths, write_paths, fs=fs, scope=scope, list_paths=list_paths)
-    try:
-        landlock_enforce(fd)
-    finally:
-        os.close(fd)
-
-
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_CMP_MASKED_EQ = 7
 
@@ -873,7 +856,7 @@ class Worker:
                 reads = ["/usr", "/lib", "/lib64", "/bin", "/etc", "/dev/urandom", "/dev/zero", *library]
                 if not self.layers["pidns"]:
                     reads.append("/proc")  # the subreaper sweep needs it when there is no pid namespace
-                landlock_restrict(
+                rules = landlock_ruleset(
                     abi,
                     reads,
                     [self.scratch, "/dev/null"],
@@ -881,6 +864,10 @@ class Worker:
                     scope=LL_SCOPE_ABSTRACT_UNIX,
                     list_paths=tuple(listed),
                 )
+                try:
+                    landlock_enforce(rules)
+                finally:
+                    os.close(rules)
                 self.landlock_abi = abi
                 self.layers["landlock"] = (
                     f"ABI {abi}" + (" (+tcp)" if abi >= 4 else "") + (" (+signal scope)" if abi >= 6 else "")
