@@ -131,7 +131,7 @@ SYS_CAPSET = 126
 
 EXIT_MEMORY = 113  # child's own report: MemoryError escaped the program
 EXIT_INTERNAL = 114  # child's harness failed before the program ran
-PREFETCH_REPLY_BYTES = 16 << 20  # prefetched replies held for one load reply (more go live)
+PREFETCH_REPLY_BYTES = 4 << 20  # prefetched reply frames held for one load reply (more go live)
 SPARE_CPU_S = 3600  # a spare child's CPU limit until its program arrives (then lowered to the budget)
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -675,6 +675,45 @@ def remove_tree(path: str) -> None:
                     pass
     except (OSError, RecursionError):
         pass
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        _remove_deep(path)
+
+
+def _remove_deep(path: str) -> None:
+    """Remove a tree too deep for ``os.fwalk``: walk down through the first subdirectory (never a
+    link), empty it, step back up and remove it; no recursion, one descriptor. Only after every
+    process that could change the tree is gone. Leaves the worker's cwd at ``/``."""
+    names: list[str] = []
+    try:
+        os.chdir(path)
+        while True:
+            down = None
+            with contextlib.suppress(OSError):
+                os.chmod(".", 0o700)  # a program may have locked its own directories
+            with os.scandir(".") as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        down = entry.name
+                        break
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.name)
+            if down is not None:
+                os.chdir(down)
+                names.append(down)
+            elif names:
+                os.chdir("..")
+                os.rmdir(names.pop())
+            else:
+                break
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            os.chdir("/")
     with contextlib.suppress(OSError):
         os.rmdir(path)
 
@@ -700,16 +739,7 @@ def pin_sys_path(skip: str = "") -> list[int]:
         entries.append(f"/proc/self/fd/{fd}")
         PINNED[entries[-1]] = entry
     # packages already imported (encodings, collections, ...) find their submodules through __path__
-    longest_first = sorted(PINNED.items(), key=lambda item: -len(item[1]))
-    for module in list(sys.modules.values()):
-        search = getattr(module, "__path__", None)
-        if not isinstance(search, list):
-            continue
-        for i, where in enumerate(search):
-            for pinned, original in longest_first:
-                if isinstance(where, str) and (where == original or where.startswith(original + os.sep)):
-                    search[i] = pinned + where[len(original) :]
-                    break
+    _repath({original: pinned for pinned, original in PINNED.items()})
     sys.path[:] = entries
     sys.path_importer_cache.clear()
     return fds
@@ -746,10 +776,26 @@ def program_reads(path: list[str], preloaded: list[str]) -> tuple[list[str], lis
 
 
 def unpin_sys_path(fds: list[int], original: list[str]) -> None:
+    _repath({pinned: where for pinned, where in PINNED.items()})
+    PINNED.clear()
     sys.path[:] = original
     sys.path_importer_cache.clear()
     for fd in fds:
         os.close(fd)
+
+
+def _repath(mapping: dict[str, str]) -> None:
+    """Rewrite the ``__path__`` of every loaded package by the longest matching prefix."""
+    longest_first = sorted(mapping.items(), key=lambda item: -len(item[0]))
+    for module in list(sys.modules.values()):
+        search = getattr(module, "__path__", None)
+        if not isinstance(search, list):
+            continue
+        for i, where in enumerate(search):
+            for old, new in longest_first:
+                if isinstance(where, str) and (where == old or where.startswith(old + os.sep)):
+                    search[i] = new + where[len(old) :]
+                    break
 
 
 # ---------------------------------------------------------------------------------------------
@@ -853,7 +899,13 @@ class Worker:
         if abi:
             try:
                 library, listed = program_reads(sys.path, list(cfg.get("preload", [])))
-                reads = ["/usr", "/lib", "/lib64", "/bin", "/etc", "/dev/urandom", "/dev/zero", *library]
+                system = ["/usr", "/lib", "/lib64", "/bin", "/etc", "/dev/urandom", "/dev/zero"]
+                reads = [*system, *library]
+                sys_site = sys.modules.get("site")
+                for where in getattr(sys_site, "getsitepackages", list)():
+                    real = os.path.realpath(where)
+                    if os.path.isdir(real) and any(real.startswith(r + os.sep) for r in system):
+                        self.notes.append(f"programs can read installed packages in {where}")
                 if not self.layers["pidns"]:
                     reads.append("/proc")  # the subreaper sweep needs it when there is no pid namespace
                 rules = landlock_ruleset(

@@ -19,6 +19,7 @@ import builtins
 import collections
 import contextlib
 import copy
+import ctypes
 import dataclasses
 import hashlib
 import inspect
@@ -365,29 +366,38 @@ def _encode_call(args: tuple, kwargs: dict) -> str:
 #: Prefetch limits: calls recorded per case, and encoded arguments per problem (one load message).
 PREFETCH_CALLS = 1000
 PREFETCH_BYTES = 1 << 20
-#: Wall-clock bound on recording one problem's calls (once per problem, in the trusted process).
+#: Wall-clock bound on recording one problem's calls (once per problem, in the trusted process;
+#: enforced by ``_time_bound`` however the test code handles exceptions).
 RECORDING_S = 5.0
 
 
 @contextlib.contextmanager
 def _time_bound(deadline: float) -> Any:
-    """Raise ``_Stop`` inside the code run in this block (this thread) once ``deadline`` passes:
-    checked on every line executed, through a trace function (restored afterwards)."""
-    previous = sys.gettrace()
+    """Raise ``_Stop`` in this thread, inside this block, once ``deadline`` passes, and again every
+    50 ms should the code catch it: a watchdog thread sets it as an asynchronous exception. Leaving
+    the block withdraws any that is still pending, under the same lock, so none escapes it."""
+    target = threading.get_ident()
+    lock = threading.Lock()
+    done = threading.Event()
+    set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
 
-    def local(frame: Any, event: str, arg: Any) -> Any:
-        if time.monotonic() > deadline:
-            raise _Stop
-        return local
+    def watchdog() -> None:
+        wait = deadline - time.monotonic()
+        while not done.wait(max(wait, 0.0)):
+            with lock:
+                if not done.is_set():
+                    set_async(ctypes.c_ulong(target), ctypes.py_object(_Stop))
+            wait = 0.05
 
-    def trace(frame: Any, event: str, arg: Any) -> Any:
-        return local
-
-    sys.settrace(trace)
+    guard = threading.Thread(target=watchdog, daemon=True, name="maxk-recording-bound")
+    guard.start()
     try:
         yield
     finally:
-        sys.settrace(previous)
+        with lock:
+            done.set()
+            set_async(ctypes.c_ulong(target), None)
+        guard.join()
 
 
 class _Stop(BaseException):
@@ -582,6 +592,9 @@ def _single_call_assert(tree: ast.Module, entry: str) -> bool:
     return len(names) == 1 and sum(c.func is names[0] for c in calls) == 1
 
 
+_SETUP_LOCK = threading.Lock()  # test setups run one at a time (they may use the global random)
+
+
 @dataclasses.dataclass
 class _CallProblem:
     entry_point: str
@@ -598,17 +611,25 @@ class _CallProblem:
     randoms: list[tuple[str, str, Any]] = dataclasses.field(default_factory=list)
     #: the compiled setup (``base`` is its result; ``fresh_base`` runs it again)
     setup_code: Any = None
+    #: the global random state the setup first ran from
+    random_before: Any = None
 
     def fresh_base(self) -> dict[str, Any]:
         """The setup's globals, made anew: what one program's cases (or the recording) leave in
-        them never reaches another's evaluation."""
+        them never reaches another's evaluation. One thread at a time, from the global random
+        state the first run started from (restored afterwards): a setup that draws from ``random``
+        builds the same data every time. It ran once in ``_prepare``; if it fails now, so does the
+        program (``sandbox_error``): no fallback to shared state."""
         if self.setup_code is None:
             return self.base
         own: dict[str, Any] = {"__name__": "__maxk_tests__"}
-        try:
-            exec(self.setup_code, own)  # trusted dataset code; it already ran once in _prepare
-        except Exception:
-            return self.base
+        with _SETUP_LOCK:
+            saved = random.getstate()
+            random.setstate(self.random_before)
+            try:
+                exec(self.setup_code, own)  # trusted dataset code
+            finally:
+                random.setstate(saved)
         return own
 
     def namespace(self, base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -939,7 +960,9 @@ class Scorer:
                 base: dict[str, Any] = {"__name__": "__maxk_tests__"}
                 setup = tests.get("setup") or ""
                 setup_code = compile(setup, f"<setup {problem.get('id')}>", "exec")
-                exec(setup_code, base)  # trusted dataset code
+                with _SETUP_LOCK:
+                    random_before = random.getstate()
+                    exec(setup_code, base)  # trusted dataset code
                 prepared = _CallProblem(tests["entry_point"], base, [], timeout)
                 for j, src in enumerate(tests.get("cases") or []):  # each case parsed once
                     name = f"<case {problem.get('id')}#{j}>"
@@ -950,7 +973,7 @@ class Scorer:
                     # a single call comes before its check: the case itself records it
                     prepared.recording.append(prepared.codes[-1] if single else _recording_code(tree, name))
                 prepared.randoms = _random_plan(base)
-                prepared.setup_code = setup_code
+                prepared.setup_code, prepared.random_before = setup_code, random_before
                 # once, under the lock: before any program of this problem is evaluated
                 prepared.prefetch = self._record_calls(prepared)
             else:
