@@ -532,3 +532,15 @@ def test_a_setup_drawing_from_global_random_builds_the_same_data_for_every_progr
     programs = [f"def add(a, b):\n    return a + b  # {i}\n" for i in range(10)]
     assert {s.verdicts for s in score_programs(problem, programs, workers=2)} == {("ok",)}
     assert live_calls == []
+
+
+def test_preloading_numpy_keeps_every_layer():
+    """numpy's BLAS would start threads on import, and a threaded worker cannot enter its user
+    namespace: the pool used to fall to the portable level without a word."""
+    pytest.importorskip("numpy")
+    with Scorer(workers=1) as scorer:
+        normal = dict(scorer.layers)
+    with Scorer(workers=1, preload=("numpy",)) as scorer:
+        assert scorer.layers == normal
+        program = "import numpy\ndef add(a, b):\n    return int(numpy.add(a, b))\n"
+        assert scorer.score([(ADD, program)])[0].reward == 1.0

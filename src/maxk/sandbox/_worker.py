@@ -832,6 +832,12 @@ class Worker:
     def setup(self) -> None:
         cfg = self.cfg
         want = cfg["layers"]
+        # the only variable allowed is the C-locale coercion (PEP 538) the interpreter sets itself
+        env_empty = set(os.environ) <= {"LC_CTYPE"}
+        # A preloaded numpy would start OpenBLAS/OpenMP threads, and a threaded process cannot enter
+        # a new user namespace (EINVAL): keep such libraries single-threaded (cleared below).
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = "1"
         self._preload(PRELOAD + list(cfg.get("preload", [])))
         # descriptors: keep only stdio (our channel); stderr goes to the orchestrator's log
         os.closerange(3, 1 << 16)
@@ -841,8 +847,7 @@ class Worker:
             self.path_fds = pin_sys_path(skip=os.path.dirname(os.path.abspath(__file__)))
         else:
             self._preload(PRELOAD_UNPINNED)
-        # the only variable allowed is the C-locale coercion (PEP 538) the interpreter sets itself
-        self.layers["empty_env"] = set(os.environ) <= {"LC_CTYPE"}
+        self.layers["empty_env"] = env_empty
         os.environ.clear()
         if os.getuid() == 0:
             if want.get("drop_uid", True):
