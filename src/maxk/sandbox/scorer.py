@@ -1088,19 +1088,24 @@ class Scorer:
         stand-in is spent afterwards in any case, and the whole recording has a wall-clock bound
         (``RECORDING_S``: a loop on identity, ``while type(r) is not int``, spends no budget)."""
         own = prob.fresh_base()
+        recorders: list[_Recorder] = []
+        # one watchdog for the whole recording; a deadline between cases ends it there
+        deadline = time.monotonic() + RECORDING_S
+        with contextlib.suppress(_Stop), _time_bound(deadline):
+            for code in prob.recording:
+                if time.monotonic() > deadline:
+                    break
+                recorders.append(_Recorder())
+                if code is None:
+                    continue
+                ns = prob.namespace(own)
+                ns[prob.entry_point] = ns["candidate"] = recorders[-1]
+                # the case may fail or stop early: what it called so far is prefetched, the rest live
+                with contextlib.suppress(Exception, _Stop):
+                    exec(code, ns)
         out: list[list[str]] = []
         budget = PREFETCH_BYTES
-        deadline = time.monotonic() + RECORDING_S
-        for code in prob.recording or [None] * len(prob.codes):
-            if code is None or time.monotonic() > deadline:
-                out.append([])
-                continue
-            recorder = _Recorder()
-            ns = prob.namespace(own)
-            ns[prob.entry_point] = ns["candidate"] = recorder
-            # the case may fail or stop early: what it called so far is prefetched, the rest runs live
-            with contextlib.suppress(Exception, _Stop), _time_bound(deadline):
-                exec(code, ns)
+        for recorder in recorders:
             # If the stand-in was kept somewhere all the same, any later use raises: it must never
             # make a real check pass.
             recorder.anything.left = -1
@@ -1111,7 +1116,7 @@ class Scorer:
                     break
                 calls.append(payload)
             out.append(calls)
-        return out
+        return out + [[] for _ in range(len(prob.codes) - len(out))]  # (cases the deadline cut off)
 
     def _call_verdicts(
         self, handle: _WorkerHandle, prob: _CallProblem, pending: _Pending, reply: dict[str, Any]
