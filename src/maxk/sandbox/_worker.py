@@ -724,8 +724,9 @@ def pin_sys_path(skip: str = "") -> list[int]:
     Called before the uid drop: imports keep working afterwards (in the worker and in every child)
     even where the interpreter lives under a directory the sandbox uid cannot traverse, like
     ``/root/.pyenv`` (a magic link is not walked component by component). Only used under Landlock,
-    whose read rules are built on these same directories: ``..`` from a descriptor reaches the
-    ancestors the uid could not walk to, and only Landlock keeps them unreadable. No write is
+    whose read rules are built on the entries of these directories (``program_reads``): ``..`` from
+    a descriptor reaches the ancestors the uid could not walk to, and only Landlock keeps them
+    unreadable. No write is
     possible through an O_PATH descriptor. ``skip``: a directory left out (the worker's own).
     Returns the descriptors; ``unpin_sys_path`` undoes it.
     """
@@ -746,6 +747,7 @@ def pin_sys_path(skip: str = "") -> list[int]:
 
 
 PINNED: dict[str, str] = {}  # /proc/self/fd/N -> the sys.path directory it was opened on
+PACKAGE_DIRS = ("site-packages", "dist-packages")  # installed packages: not readable by programs
 
 
 def program_reads(path: list[str], preloaded: list[str]) -> tuple[list[str], list[str]]:
@@ -758,7 +760,7 @@ def program_reads(path: list[str], preloaded: list[str]) -> tuple[list[str], lis
     lists: list[str] = []
     for entry in path:
         original = os.path.realpath(PINNED.get(entry, entry))
-        if os.path.basename(original) in ("site-packages", "dist-packages"):
+        if os.path.basename(original) in PACKAGE_DIRS:
             continue
         if not any(original == r or original.startswith(r + os.sep) for r in roots):
             continue  # e.g. the project's own sources: no program needs them
@@ -767,7 +769,7 @@ def program_reads(path: list[str], preloaded: list[str]) -> tuple[list[str], lis
         except OSError:
             continue
         lists.append(entry)
-        reads += [os.path.join(entry, c) for c in children if c not in ("site-packages", "dist-packages")]
+        reads += [os.path.join(entry, c) for c in children if c not in PACKAGE_DIRS]
     for name in preloaded:
         where = getattr(sys.modules.get(name), "__file__", None)
         if isinstance(where, str):
