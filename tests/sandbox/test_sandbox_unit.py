@@ -40,6 +40,18 @@ ECHO = {
 }
 
 
+def add_problem(cases: list[str], setup: str = "", **fields: object) -> dict:
+    """``ADD`` with other test cases (and setup, and record fields)."""
+    return dict(ADD, **fields, tests=dict(ADD["tests"], setup=setup, cases=cases))
+
+
+@pytest.fixture(scope="module")
+def default_layers() -> dict:
+    """The layers a default pool reaches on this machine."""
+    with Scorer(workers=1) as scorer:
+        return dict(scorer.layers)
+
+
 @pytest.mark.parametrize(
     "value",
     [
@@ -125,15 +137,11 @@ def test_float_tolerance_and_exceptions():
     prog = "x = float(input())\nprint(x * 2 + 1e-9)\n"
     assert score_programs(ECHO, [prog], workers=1)[0].verdicts == ("wrong_answer", "wrong_answer")
     assert score_programs(ECHO, [prog], workers=1, float_abs_tol=1e-6)[0].verdicts == ("ok", "ok")
-    raises = dict(
-        ADD,
-        tests=dict(
-            ADD["tests"],
-            cases=[
-                "try:\n    add(-1, 0)\nexcept ValueError:\n    pass\nelse:\n    assert False",
-                "assert add(1, 2) == 3",
-            ],
-        ),
+    raises = add_problem(
+        [
+            "try:\n    add(-1, 0)\nexcept ValueError:\n    pass\nelse:\n    assert False",
+            "assert add(1, 2) == 3",
+        ]
     )
     prog = "def add(a, b):\n    if a < 0:\n        raise ValueError\n    return a + b\n"
     assert score_programs(raises, [prog, "def add(a, b):\n    raise KeyError\n"], workers=1)[0].verdicts == (
@@ -280,14 +288,12 @@ def test_worker_carries_the_seccomp_filter_its_children_inherit():
         assert status["NoNewPrivs"].strip() == "1"
 
 
-def test_debug_mode_keeps_every_layer(monkeypatch):
+def test_debug_mode_keeps_every_layer(monkeypatch, default_layers):
     """MAXK_SANDBOX_DEBUG's watchdog thread must start after set-up: a threaded process cannot
     enter a new user namespace, so debugging used to run with fewer layers than the real thing."""
-    with Scorer(workers=1) as scorer:
-        normal = dict(scorer.layers)
     monkeypatch.setenv("MAXK_SANDBOX_DEBUG", "3600")
     with Scorer(workers=1) as scorer:
-        assert scorer.layers == normal
+        assert scorer.layers == default_layers
         assert scorer.score([(ADD, "def add(a, b):\n    return a + b\n")])[0].reward == 1.0
 
 
@@ -348,19 +354,14 @@ def test_remove_tree_never_follows_links(tmp_path):
     assert (outside / "keep.txt").read_text() == "x"
 
 
-LOOP = dict(
-    ADD,
+LOOP = add_problem(
+    [
+        "for _ in range(50):\n    x, y = random.randint(0, 9), randint(0, 9)\n    assert add(x, y) == x + y",
+        "for _ in range(50):\n    x = rng.randint(0, 99)\n    assert abs(add(x, 0.5) - x - 0.5) < 1e-9",
+        "assert add(1, 2) == 3, 'got ' + str(add(1, 2))",
+    ],
+    setup="import random\nfrom random import randint\nrng = random.Random(7)\n",
     id="u/loop",
-    tests=dict(
-        ADD["tests"],
-        setup="import random\nfrom random import randint\nrng = random.Random(7)\n",
-        cases=[
-            "for _ in range(50):\n    x, y = random.randint(0, 9), randint(0, 9)\n"
-            "    assert add(x, y) == x + y",
-            "for _ in range(50):\n    x = rng.randint(0, 99)\n    assert abs(add(x, 0.5) - x - 0.5) < 1e-9",
-            "assert add(1, 2) == 3, 'got ' + str(add(1, 2))",
-        ],
-    ),
 )
 
 
@@ -398,7 +399,7 @@ def test_loops_of_asserts_are_prefetched_and_still_checked(live_calls):
 
 def test_a_prefetched_loop_shares_its_case_time_budget():
     slow = "import time\ndef add(a, b):\n    time.sleep(0.3)\n    return a + b\n"
-    problem = dict(LOOP, tests=dict(LOOP["tests"], cases=LOOP["tests"]["cases"][:1]))
+    problem = add_problem(LOOP["tests"]["cases"][:1], setup=LOOP["tests"]["setup"])
     assert score_programs(problem, [slow], workers=1, timeout_s=1.0)[0].verdicts == ("timeout",)
 
 
@@ -425,15 +426,8 @@ def test_random_test_inputs_are_replayed_identically():
 def test_recording_ends_on_loops_that_only_real_results_end(live_calls):
     """The recording stand-in passes every check, so these loops would never end on it: the calls
     cap (first case) and the stand-in's own budget (second) end the recording, not the scorer."""
-    problem = dict(
-        ADD,
-        tests=dict(
-            ADD["tests"],
-            cases=[
-                "i = 0\nwhile add(i, 0) != 5:\n    i += 1",
-                "n = add(1, 2)\nwhile n > 0:\n    n -= 1\nassert n == 0",
-            ],
-        ),
+    problem = add_problem(
+        ["i = 0\nwhile add(i, 0) != 5:\n    i += 1", "n = add(1, 2)\nwhile n > 0:\n    n -= 1\nassert n == 0"]
     )
     scores = score_programs(problem, ["def add(a, b):\n    return a + b\n"], workers=1)
     assert scores[0].verdicts == ("ok", "ok")
@@ -445,10 +439,7 @@ def test_nothing_the_recording_computes_reaches_a_verdict(kept):
     """Test code may keep results in state its setup creates, for a later case: the recording runs
     on its own run of the setup, and every program on a fresh one, so neither the stand-in (which
     equals anything) nor what was computed from it, nor another program's results, count."""
-    problem = dict(
-        ADD,
-        tests=dict(ADD["tests"], setup="seen = []\n", cases=[kept, "assert sum(seen) in (3, 1)"]),
-    )
+    problem = add_problem([kept, "assert sum(seen) in (3, 1)"], setup="seen = []\n")
     scores = score_programs(problem, ["def add(a, b):\n    return 0\n", "def add(a, b):\n    return a + b\n"])
     assert [s.verdicts[1] for s in scores] == ["wrong_answer", "ok"]
 
@@ -464,7 +455,7 @@ def test_recording_has_a_wall_clock_bound(monkeypatch):
         "r = add(1, 2)\ni = 0\nwhile type(r) is not int and i >= 0:\n"
         "    try:\n        i += 1\n    except BaseException:\n        pass\nassert r == 3"
     )
-    problem = dict(ADD, tests=dict(ADD["tests"], cases=[case, stubborn]))
+    problem = add_problem([case, stubborn])
     right = "def add(a, b):\n    return a + b\n"
     assert score_programs(problem, [right], workers=1)[0].verdicts == ("ok", "ok")
 
@@ -490,7 +481,7 @@ def test_prefetched_replies_are_bounded():
     """Replies of prefetched calls are held for one message: past the cap the rest go live."""
     big = "def add(a, b):\n    return 'x' * 600_000 if a < 0 else a + b\n"
     case = "for i in range(40):\n    assert add(-1, i) == 'x' * 600_000"
-    problem = dict(ADD, tests=dict(ADD["tests"], cases=[case, "assert add(1, 2) == 3"]))
+    problem = add_problem([case, "assert add(1, 2) == 3"])
     assert score_programs(problem, [big], workers=1)[0].verdicts == ("ok", "ok")
 
 
@@ -528,19 +519,17 @@ def test_a_setup_drawing_from_global_random_builds_the_same_data_for_every_progr
     """Each program runs on a fresh run of the setup, from the random state of its first run: an
     unseeded draw gives the recording and every program the same data (so no call goes live)."""
     setup = "import random\ndata = [random.randint(0, 10**9) for _ in range(3)]\n"
-    problem = dict(ADD, tests=dict(ADD["tests"], setup=setup, cases=["assert add(data[0], 0) == data[0]"]))
+    problem = add_problem(["assert add(data[0], 0) == data[0]"], setup=setup)
     programs = [f"def add(a, b):\n    return a + b  # {i}\n" for i in range(10)]
     assert {s.verdicts for s in score_programs(problem, programs, workers=2)} == {("ok",)}
     assert live_calls == []
 
 
-def test_preloading_numpy_keeps_every_layer():
+def test_preloading_numpy_keeps_every_layer(default_layers):
     """numpy's BLAS would start threads on import, and a threaded worker cannot enter its user
     namespace: the pool used to fall to the portable level without a word."""
     pytest.importorskip("numpy")
-    with Scorer(workers=1) as scorer:
-        normal = dict(scorer.layers)
     with Scorer(workers=1, preload=("numpy",)) as scorer:
-        assert scorer.layers == normal
+        assert scorer.layers == default_layers
         program = "import numpy\ndef add(a, b):\n    return int(numpy.add(a, b))\n"
         assert scorer.score([(ADD, program)])[0].reward == 1.0
