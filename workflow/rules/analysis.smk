@@ -6,9 +6,17 @@ import os
 from maxk.analysis import paths as AP
 
 ANALYSIS = config["analysis"]
-#: The analysis config without the lab (tables/figures/stats don't rerun when the lab changes).
+#: The analysis config without the lab and the claims (tables/figures/stats don't rerun when they change).
 ANALYSIS_JSON = json.dumps(
-    {k: v for k, v in ANALYSIS.items() if k != "lab"}, sort_keys=True
+    {k: v for k, v in ANALYSIS.items() if k not in ("lab", "claims")}, sort_keys=True
+)
+#: What the claims stage reads of the analysis config.
+CLAIMS_JSON = json.dumps(
+    {
+        k: ANALYSIS.get(k)
+        for k in ("claims", "models", "significance", "bootstrap", "decimals")
+    },
+    sort_keys=True,
 )
 ANALYSIS_METRICS_JSON = json.dumps(
     {k: ANALYSIS.get(k) for k in ("ks", "ragged")}, sort_keys=True
@@ -213,6 +221,41 @@ rule analysis_figure_maxk:
         "maxk analyze figure maxk --config-json {params.cfg:q} --seed {params.seed} "
         "--metrics-dir {params.metrics_dir} --dataset {wildcards.dataset} "
         "--output-stem {params.stem} > {log} 2>&1"
+
+
+rule analysis_claims:
+    input:
+        **AP.claims_inputs(ANALYSIS, RESULTS),
+    output:
+        csv=report(
+            f"{RESULTS}/claims/claims.csv",
+            caption="../report/analysis_claims.rst",
+            category="Claims",
+        ),
+        md=report(
+            f"{RESULTS}/claims/claims.md",
+            caption="../report/analysis_claims.rst",
+            category="Claims",
+        ),
+    log:
+        f"{LOGS}/analysis/claims.log",
+    benchmark:
+        f"{BENCH}/analysis/claims.tsv"
+    conda:
+        "../../envs/report.yaml"
+    threads: threads_of("analysis_claims")
+    resources:
+        **resources_of("analysis_claims"),
+    params:
+        cfg=CLAIMS_JSON,
+        seed=config["seed"],
+        metrics_dir=lambda w, input: AP.up2(input.metrics, f"{RESULTS}/metrics"),
+        samples_dir=lambda w, input: AP.up2(input.samples, f"{RESULTS}/samples"),
+        outdir=lambda w, output: os.path.dirname(output.csv),
+    shell:
+        "maxk analyze claims --config-json {params.cfg:q} --seed {params.seed} "
+        "--metrics-dir {params.metrics_dir} --samples-dir {params.samples_dir} "
+        "--outdir {params.outdir} > {log} 2>&1"
 
 
 rule analysis_lab:

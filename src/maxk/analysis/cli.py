@@ -52,6 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--output-stem", required=True, help="output path without extension")
     q.set_defaults(handler=_figure)
 
+    q = s.add_parser("claims", help="test each of the paper's claims on this run (claims.csv, claims.md)")
+    common(q)
+    q.add_argument("--metrics-dir", required=True, help="directory holding {model}/{dataset}.parquet metrics")
+    q.add_argument("--samples-dir", help="directory holding {model}/{dataset}.parquet samples (entropy)")
+    q.add_argument("--outdir", required=True, help="directory for claims.csv and claims.md")
+    q.set_defaults(handler=_claims)
+
     q = s.add_parser("lab", help="estimator lab: bias/variance of the advantage estimators on a toy policy")
     common(q)
     q.add_argument("--outdir", required=True, help="directory for the lab's CSVs and figures")
@@ -288,6 +295,57 @@ def _figure(args: argparse.Namespace) -> int:
         extra = {"entropy_kind": kind}
     write_provenance(Path(str(args.output_stem) + ".pdf"), config=cfg, seeds={"seed": args.seed}, **extra)
     print(f"{args.output_stem}.{{pdf,png}} written")
+    return 0
+
+
+def _claims(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from maxk.analysis.claims import claim_inputs, evaluate_claims, render_claims_markdown
+    from maxk.analysis.figures import entropy_per_problem
+    from maxk.analysis.paper_results import paper_lookup
+    from maxk.cli import UserError
+    from maxk.io import atomic_open
+    from maxk.provenance import write_provenance
+
+    cfg = _cfg(args)
+    if "claims" not in cfg:
+        raise UserError("the analysis config has no `claims` section (see config/README.md#analysis)")
+    metric_pairs, sample_pairs = claim_inputs(cfg)
+    metrics = _load_frames(cfg, args.metrics_dir, metric_pairs)
+    samples = {}
+    for model, dataset in sample_pairs:
+        if not args.samples_dir:
+            raise UserError("--samples-dir is required: a claim compares generation entropy")
+        path = Path(args.samples_dir) / model / f"{dataset}.parquet"
+        if not path.exists():
+            raise UserError(f"{path}: samples file not found")
+        samples[(model, dataset)] = pd.read_parquet(
+            path, columns=["problem_id", "mean_entropy", "entropy_kind", "sum_logprob", "num_tokens"]
+        )
+    kind, entropy = entropy_per_problem(samples) if samples else ("none", {})
+    try:
+        frame = evaluate_claims(cfg, metrics, entropy, seed=args.seed, paper_lookup=paper_lookup)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    outdir = Path(args.outdir)
+    sig, boot = cfg.get("significance") or {}, cfg.get("bootstrap") or {}
+    with atomic_open(outdir / "claims.csv") as fh:
+        frame.to_csv(fh, index=False, float_format="%.6g")
+    with atomic_open(outdir / "claims.md") as fh:
+        fh.write(
+            render_claims_markdown(
+                frame,
+                int(cfg.get("decimals", 3)),
+                alpha=float(sig.get("alpha", 0.05)),
+                confidence=float(boot.get("confidence", 0.95)),
+                power=float(cfg["claims"].get("power", 0.8)),
+            )
+        )
+    write_provenance(outdir / "claims.csv", config=cfg, seeds={"seed": args.seed}, entropy_kind=kind)
+    held = int(frame["holds"].sum())
+    print(f"{outdir}/claims.{{csv,md}}: {held} of {len(frame)} claims hold")
+    print(frame[["id", "effect", "ci_low", "ci_high", "pvalue_holm", "holds"]].to_string(index=False))
     return 0
 
 

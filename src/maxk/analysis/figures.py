@@ -22,7 +22,14 @@ import pandas as pd
 from maxk.analysis.per_problem import parse_metric_column
 from maxk.analysis.stats import bootstrap_ci, bootstrap_counts, derive_seed
 
-__all__ = ["curve_figure", "entropy_figure", "entropy_values", "save_figure", "setup_matplotlib"]
+__all__ = [
+    "curve_figure",
+    "entropy_figure",
+    "entropy_per_problem",
+    "entropy_values",
+    "save_figure",
+    "setup_matplotlib",
+]
 
 METRIC_NAMES = {"pass": "pass@k", "max": "max@k"}
 
@@ -100,8 +107,8 @@ def curve_figure(
     return paths
 
 
-def entropy_values(samples: Mapping[str, pd.DataFrame]) -> tuple[str, dict[str, np.ndarray]]:
-    """Per-problem generation entropy for each model and the kind used ("exact" or "nll").
+def entropy_per_problem(samples: Mapping[str, pd.DataFrame]) -> tuple[str, dict[str, pd.Series]]:
+    """Per-problem generation entropy (a Series indexed by sorted ``problem_id``) and the kind used.
 
     "exact": mean over samples of ``mean_entropy``; used only if all rows of all models are exact.
     "nll": mean over samples of ``-sum_logprob / num_tokens`` (samples with 0 tokens skipped).
@@ -109,7 +116,7 @@ def entropy_values(samples: Mapping[str, pd.DataFrame]) -> tuple[str, dict[str, 
     exact = all(
         (df["entropy_kind"] == "exact").all() and df["mean_entropy"].notna().all() for df in samples.values()
     )
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, pd.Series] = {}
     for model, df in samples.items():
         if exact:
             per_sample = df["mean_entropy"].astype(float)
@@ -117,9 +124,14 @@ def entropy_values(samples: Mapping[str, pd.DataFrame]) -> tuple[str, dict[str, 
         else:
             tokens = df["num_tokens"].astype(float)
             frame = df.assign(_v=-df["sum_logprob"].astype(float) / tokens.where(tokens > 0))
-        per_problem = frame.groupby("problem_id", sort=True)["_v"].mean().dropna()
-        out[model] = per_problem.to_numpy()
+        out[model] = frame.groupby("problem_id", sort=True)["_v"].mean().dropna()
     return ("exact" if exact else "nll"), out
+
+
+def entropy_values(samples: Mapping[str, pd.DataFrame]) -> tuple[str, dict[str, np.ndarray]]:
+    """``entropy_per_problem`` as plain arrays (the figure needs no problem ids)."""
+    kind, per_problem = entropy_per_problem(samples)
+    return kind, {m: v.to_numpy() for m, v in per_problem.items()}
 
 
 def entropy_figure(

@@ -9,9 +9,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
+from maxk.analysis.claims import claim_inputs
 from maxk.analysis.tables import table_specs
 
-__all__ = ["curve_datasets", "metrics_paths", "significance_pairs", "table_pairs", "targets", "up2"]
+__all__ = [
+    "claims_inputs",
+    "curve_datasets",
+    "metrics_paths",
+    "significance_pairs",
+    "table_pairs",
+    "targets",
+    "up2",
+]
 
 
 def table_pairs(cfg: Mapping, name: str) -> list[tuple[str, str]]:
@@ -27,6 +36,17 @@ def significance_pairs(cfg: Mapping) -> list[tuple[str, str]]:
 
 def metrics_paths(results: str, pairs: Sequence[tuple[str, str]]) -> list[str]:
     return [f"{results}/metrics/{m}/{d}.parquet" for m, d in pairs]
+
+
+def claims_inputs(cfg: Mapping, results: str) -> dict[str, list[str]]:
+    """``{"metrics": [...], "samples": [...]}``: the files the claims stage reads (empty without claims)."""
+    if "claims" not in cfg:
+        return {"metrics": [], "samples": []}
+    metric_pairs, sample_pairs = claim_inputs(cfg)
+    return {
+        "metrics": metrics_paths(results, metric_pairs),
+        "samples": [f"{results}/samples/{m}/{d}.parquet" for m, d in sample_pairs],
+    }
 
 
 def curve_datasets(cfg: Mapping) -> list[str]:
@@ -54,4 +74,6 @@ def targets(cfg: Mapping, results: str) -> list[str]:
         out += [f"{results}/figures/entropy.{ext}" for ext in ("pdf", "png")]
     for d in curve_datasets(cfg):
         out += [f"{results}/figures/maxk_{d}.{ext}" for ext in ("pdf", "png")]
+    if "claims" in cfg:
+        out += [f"{results}/claims/claims.{ext}" for ext in ("csv", "md")]
     return out

@@ -1,0 +1,361 @@
+"""The paper's findings, each tested on this run: one row per claim (``results/claims/claims.csv``).
+
+A claim says that side ``a`` beats side ``b`` on one dataset and one per-problem quantity:
+
+- ``pass@k`` or ``max@k`` from the metrics files (``k`` an integer, or ``LARGE``: the largest k of
+  the paper's tables that both sides' samples allow, ``analysis.claims.large_k`` = 128 at most);
+- ``entropy``: the mean generation entropy of the problem's samples (as figure 2 computes it).
+
+A side is a run, ``MeanOf(runs)`` (the per-problem mean of several runs: "the inference-aware
+methods") or ``BestOf(runs)`` (the run with the highest mean: "the best other method").
+
+For each claim, over the P problems both sides share (paired):
+
+- ``effect`` = mean over problems of ``a - b`` (positive when the claim's direction holds), with a
+  percentile bootstrap interval (problems resampled, seeded per claim);
+- ``pvalue``: the one-sided Wilcoxon signed-rank test of ``a > b`` (scipy; zero differences handled
+  by ``analysis.significance.zero_method``), ``pvalue_holm``: Holm-adjusted across the claims tested;
+- ``holds``: ``effect > 0`` and ``pvalue_holm < alpha``; ``direction`` alone: ``effect > 0``;
+- ``detectable_effect``: the smallest true mean difference the test detects with probability
+  ``analysis.claims.power`` (0.8) at the Holm worst-case level ``alpha / m``, from the observed
+  standard deviation of the differences (normal approximation):
+  ``(z(1 - alpha/m) + z(power)) * sd(a - b) / sqrt(P)``. An effect smaller than this is not
+  evidence against the claim: the run is too small to see it.
+
+Where ``analysis.claims.paper_dataset`` names one of the paper's datasets (paper config: ``CC``),
+the paper's published values of both sides are printed beside ours (``maxk.analysis.paper_results``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from maxk.analysis.per_problem import metric_column, parse_metric_column
+from maxk.analysis.stats import bootstrap_ci, bootstrap_counts, derive_seed, holm
+
+__all__ = [
+    "CLAIMS",
+    "COLUMNS",
+    "LARGE",
+    "BestOf",
+    "Claim",
+    "MeanOf",
+    "claim_inputs",
+    "evaluate_claims",
+    "render_claims_markdown",
+]
+
+#: ``Claim.k`` for "the largest k of the paper's tables that the samples allow".
+LARGE = "large"
+METRICS = ("pass", "max", "entropy")
+
+
+@dataclass(frozen=True)
+class MeanOf:
+    """Per-problem mean of several runs."""
+
+    runs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BestOf:
+    """The run with the highest mean over problems (ties: the first listed)."""
+
+    runs: tuple[str, ...]
+
+
+Side = str | MeanOf | BestOf
+
+
+@dataclass(frozen=True)
+class Claim:
+    """``a`` beats ``b`` on ``metric@k`` (``k`` unused for entropy), as the paper says in ``where``."""
+
+    id: str
+    statement: str
+    where: str
+    a: Side
+    b: Side
+    metric: str
+    k: int | str | None = None
+
+    def runs(self) -> tuple[str, ...]:
+        return _runs(self.a) + _runs(self.b)
+
+
+def _runs(side: Side) -> tuple[str, ...]:
+    return (side,) if isinstance(side, str) else side.runs
+
+
+def _side_name(side: Side) -> str:
+    if isinstance(side, str):
+        return side
+    return f"{'mean' if isinstance(side, MeanOf) else 'best'} of {', '.join(side.runs)}"
+
+
+_INFERENCE_AWARE = ("bon_max_second", "bon_max_mean", "bon_loo1", "bon_mean", "offpolicy_bon")
+_RL = ("grpo_e1_ppo1", "grpo_e4_ppo1", "grpo_continuous", "grpo_e4_ppo3")
+
+#: The paper's findings. Run names are the run matrix's (identical in every config).
+CLAIMS: tuple[Claim, ...] = (
+    Claim("grpo_raises_pass_at_1", "GRPO on the continuous reward raises pass@1 over the base model",
+          "section 2.1, figure 1; table 1", "grpo_continuous", "base", "pass", 1),
+    Claim("grpo_lowers_pass_at_large_k", "GRPO lowers pass@k at large k below the base model",
+          "section 2.1, figure 1; table 1", "base", "grpo_continuous", "pass", LARGE),
+    Claim("grpo_lowers_entropy", "GRPO skews the entropy of generations toward zero",
+          "section 2.1, figure 2", "base", "grpo_continuous", "entropy"),
+    Claim("binary_reward_below_base", "GRPO on the binary reward scores below the base model (pass@1)",
+          "section 2.1, table 1", "base", "grpo_binary", "pass", 1),
+    Claim("continuous_beats_binary", "the continuous reward beats the binary reward (pass@1)",
+          "section 2.1, table 1", "grpo_continuous", "grpo_binary", "pass", 1),
+    Claim("offpolicy_bon_best_max_at_large_k",
+          "off-policy BoN has the highest max@k at large k, above the best other method",
+          "section 4.5, table 2", "offpolicy_bon", BestOf(("base", *_INFERENCE_AWARE[:-1])), "max", LARGE),
+    Claim("bon_mean_beats_bon_loo1", "BoN mean beats BoN LOO-1 at large k (same objective, mean baseline)",
+          "section 4.5, table 2", "bon_mean", "bon_loo1", "max", LARGE),
+    Claim("inference_aware_raise_max_at_1", "the inference-aware methods raise max@1 over the base model",
+          "section 4.5, table 3", MeanOf(_INFERENCE_AWARE), "base", "max", 1),
+    Claim("more_epochs_raise_max_at_1", "four epochs of RL raise max@1 over one epoch",
+          "appendix B, table 4", "grpo_e4_ppo1", "grpo_e1_ppo1", "max", 1),
+    Claim("rl_lowers_max_at_large_k", "RL (one or four epochs, PPO 1 or 3) lowers max@k at large k",
+          "appendix B, table 4", "base", MeanOf(_RL), "max", LARGE),
+)  # fmt: skip
+
+COLUMNS = (
+    "id",
+    "statement",
+    "where",
+    "dataset",
+    "metric",
+    "k",
+    "k_requested",
+    "a",
+    "b",
+    "a_value",
+    "b_value",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "n_problems",
+    "statistic",
+    "pvalue",
+    "pvalue_holm",
+    "direction",
+    "holds",
+    "detectable_effect",
+    "paper_a",
+    "paper_b",
+    "paper_table",
+    "note",
+)
+
+
+def claim_inputs(cfg: Mapping, claims: Sequence[Claim] = CLAIMS) -> tuple[list[tuple[str, str]], list]:
+    """``(metrics pairs, samples pairs)`` the claims read: (run, dataset), runs of ``analysis.models``."""
+    dataset = cfg["claims"]["dataset"]
+    known = set(cfg.get("models") or {})
+    metrics, samples = set(), set()
+    for claim in claims:
+        if not set(claim.runs()) <= known:
+            continue
+        target = samples if claim.metric == "entropy" else metrics
+        target.update((run, dataset) for run in claim.runs())
+    return sorted(metrics), sorted(samples)
+
+
+def _largest_k(frames: Sequence[pd.DataFrame], metric: str, cap: int) -> int | None:
+    """The largest k <= cap that every frame has a ``metric@k`` column for."""
+    common = None
+    for frame in frames:
+        ks = {p[1] for c in frame.columns if (p := parse_metric_column(c)) and p[0] == metric}
+        common = ks if common is None else common & ks
+    ok = [k for k in (common or ()) if k <= cap]
+    return max(ok) if ok else None
+
+
+def _aligned(series: Mapping[str, pd.Series], claim_id: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Every run's per-problem values on the same problems (all runs must cover the same ids)."""
+    ids = None
+    for run, s in series.items():
+        if ids is None:
+            ids = s.index
+        elif not s.index.equals(ids):
+            diff = sorted(set(ids).symmetric_difference(s.index))[:5]
+            raise ValueError(f"claim {claim_id}: run {run!r} covers other problems than the rest: {diff}")
+    assert ids is not None
+    return np.asarray(ids), {run: s.to_numpy(dtype=np.float64) for run, s in series.items()}
+
+
+def _combine(side: Side, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, str]:
+    if isinstance(side, str):
+        return values[side], side
+    if isinstance(side, MeanOf):
+        return np.mean([values[r] for r in side.runs], axis=0), _side_name(side)
+    best = max(side.runs, key=lambda r: (float(values[r].mean()), -side.runs.index(r)))
+    return values[best], f"{best} (best of {', '.join(side.runs)})"
+
+
+def _paper_values(
+    claim: Claim, lookup: Callable[[str], tuple[str, float] | None]
+) -> tuple[float | None, float | None, str | None]:
+    """The paper's published value of each side (None where it has none) and the tables quoted."""
+    hits = {run: lookup(run) for run in claim.runs()}
+    tables = ", ".join(dict.fromkeys(h[0] for h in hits.values() if h is not None)) or None
+
+    def side(s: Side) -> float | None:
+        vals = [hits[r][1] if hits[r] is not None else None for r in _runs(s)]
+        if any(v is None for v in vals):
+            return None
+        if isinstance(s, str):
+            return vals[0]
+        return float(np.mean(vals)) if isinstance(s, MeanOf) else float(max(vals))
+
+    return side(claim.a), side(claim.b), tables
+
+
+def evaluate_claims(
+    cfg: Mapping,
+    metrics: Mapping[tuple[str, str], pd.DataFrame],
+    entropy: Mapping[tuple[str, str], pd.Series] | None = None,
+    *,
+    seed: int,
+    claims: Sequence[Claim] = CLAIMS,
+    paper_lookup: Callable[[str, str, str, int], tuple[str, float] | None] | None = None,
+) -> pd.DataFrame:
+    """One row per claim (``COLUMNS``). See the module docstring for every column.
+
+    ``metrics[(run, dataset)]``: a per-problem metrics frame; ``entropy[(run, dataset)]``: per-problem
+    entropy indexed by problem id. ``cfg``: the ``analysis`` config section. A claim whose runs are
+    not all configured is reported with a note and no test.
+    """
+    from scipy.stats import norm, wilcoxon
+
+    ccfg = cfg["claims"]
+    dataset = ccfg["dataset"]
+    cap = int(ccfg.get("large_k", 128))
+    power = float(ccfg.get("power", 0.8))
+    sig = cfg.get("significance") or {}
+    alpha = float(sig.get("alpha", 0.05))
+    zero_method = sig.get("zero_method", "wilcox")
+    boot = cfg.get("bootstrap") or {}
+    resamples, confidence = int(boot.get("resamples", 1000)), float(boot.get("confidence", 0.95))
+    known = set(cfg.get("models") or {})
+    paper_dataset = ccfg.get("paper_dataset")
+
+    rows, diffs = [], {}
+    for claim in claims:
+        if claim.metric not in METRICS:
+            raise ValueError(f"claim {claim.id}: metric must be one of {METRICS}, got {claim.metric!r}")
+        row = dict.fromkeys(COLUMNS)
+        row.update(id=claim.id, statement=claim.statement, where=claim.where, dataset=dataset,
+                   metric=claim.metric, a=_side_name(claim.a), b=_side_name(claim.b), note="")  # fmt: skip
+        rows.append(row)
+        missing = [r for r in claim.runs() if r not in known]
+        if missing:
+            row["note"] = f"not tested: run(s) {missing} not in analysis.models"
+            continue
+        runs = list(dict.fromkeys(claim.runs()))
+        if claim.metric == "entropy":
+            if not entropy or any((r, dataset) not in entropy for r in runs):
+                row["note"] = "not tested: no per-problem entropy given"
+                continue
+            series = {r: entropy[(r, dataset)] for r in runs}
+            k = None
+        else:
+            frames = {r: metrics[(r, dataset)] for r in runs}
+            requested = cap if claim.k == LARGE else int(claim.k)
+            k = _largest_k(list(frames.values()), claim.metric, requested)
+            if k is None:
+                row["note"] = f"not tested: no {claim.metric}@k with k <= {requested} in every run"
+                continue
+            row["k_requested"] = requested
+            col = metric_column(claim.metric, k)
+            series = {r: f.set_index("problem_id")[col].sort_index() for r, f in frames.items()}
+        row["k"] = k
+        _, values = _aligned(series, claim.id)
+        a, row["a"] = _combine(claim.a, values)
+        b, row["b"] = _combine(claim.b, values)
+        d = a - b
+        counts = bootstrap_counts(len(d), resamples, derive_seed(seed, "claims", claim.id))
+        low, high = bootstrap_ci(d, counts, confidence)
+        row.update(a_value=float(a.mean()), b_value=float(b.mean()), effect=float(d.mean()),
+                   ci_low=float(low), ci_high=float(high), n_problems=len(d),
+                   direction=bool(d.mean() > 0))  # fmt: skip
+        if np.all(d == 0):
+            row["note"] = "all differences are zero: the test is undefined"
+        else:
+            res = wilcoxon(a, b, alternative="greater", zero_method=zero_method)
+            row.update(statistic=float(res.statistic), pvalue=float(res.pvalue))
+            diffs[claim.id] = d
+        if paper_dataset and paper_lookup and claim.metric != "entropy":
+            paper_k = cap if claim.k == LARGE else int(claim.k)
+            row["paper_a"], row["paper_b"], row["paper_table"] = _paper_values(
+                claim, lambda run, _k=paper_k, _m=claim.metric: paper_lookup(run, paper_dataset, _m, _k)
+            )
+
+    tested = [r for r in rows if r["pvalue"] is not None]
+    for r, p in zip(tested, holm([r["pvalue"] for r in tested]), strict=True):
+        r["pvalue_holm"] = p
+    m = max(len(tested), 1)
+    z = norm.ppf(1 - alpha / m) + norm.ppf(power)
+    for r in rows:
+        r["holds"] = bool(r["pvalue_holm"] is not None and r["direction"] and r["pvalue_holm"] < alpha)
+        if r["id"] in diffs:
+            d = diffs[r["id"]]
+            sd = float(np.std(d, ddof=1)) if len(d) > 1 else math.nan
+            r["detectable_effect"] = z * sd / math.sqrt(len(d))
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _fmt(v: object, decimals: int) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.{decimals}f}" if abs(v) >= 10**-decimals or v == 0 else f"{v:.1e}"
+    return str(v)
+
+
+def render_claims_markdown(
+    frame: pd.DataFrame,
+    decimals: int = 3,
+    *,
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    power: float = 0.8,
+) -> str:
+    """``claims.md``: one line per claim, then the columns' meaning."""
+    paper = frame["paper_a"].notna().any()
+    head = ["claim", "comparison (a > b)", "metric", "a", "b", "effect [95% CI]", "p (Holm)",
+            "detectable", "holds"] + (["paper a", "paper b"] if paper else [])  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in frame.to_dict("records"):
+        metric = "entropy" if r["metric"] == "entropy" else f"{r['metric']}@{_fmt(r['k'], 0)}"
+        if r["effect"] is None or (isinstance(r["effect"], float) and math.isnan(r["effect"])):
+            effect = r["note"]
+        else:
+            ci = f"[{_fmt(r['ci_low'], decimals)}, {_fmt(r['ci_high'], decimals)}]"
+            effect = f"{_fmt(r['effect'], decimals)} {ci}"
+        cells = [f"`{r['id']}`", f"{r['a']} > {r['b']}", metric, _fmt(r["a_value"], decimals),
+                 _fmt(r["b_value"], decimals), effect, _fmt(r["pvalue_holm"], decimals),
+                 _fmt(r["detectable_effect"], decimals), _fmt(r["holds"], 0)]  # fmt: skip
+        if paper:
+            cells += [_fmt(r["paper_a"], decimals), _fmt(r["paper_b"], decimals)]
+        lines.append("| " + " | ".join(cells) + " |")
+    datasets = ", ".join(sorted(set(frame["dataset"])))
+    n = ", ".join(str(int(v)) for v in sorted(set(frame["n_problems"].dropna())))
+    lines += [
+        "",
+        f"Dataset: {datasets}; {n or 'no'} paired problems. effect = mean over problems of a - b, with a "
+        f"{confidence:.0%} bootstrap interval; p = one-sided Wilcoxon signed-rank test of a > b, "
+        f"Holm-adjusted across the claims; holds = effect > 0 and adjusted p < {alpha}. detectable = the "
+        f"smallest true effect this test finds with {power:.0%} power at this size (normal "
+        "approximation): a claim whose effect is below it is untested rather than refuted.",
+    ]
+    return "\n".join(lines) + "\n"

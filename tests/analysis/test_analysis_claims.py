@@ -1,0 +1,205 @@
+"""The claims stage: each paper claim tested on per-problem values (maxk.analysis.claims)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import scores_frame, synthetic_rewards
+from scipy.stats import wilcoxon
+
+from maxk.analysis.claims import (
+    CLAIMS,
+    LARGE,
+    BestOf,
+    Claim,
+    MeanOf,
+    claim_inputs,
+    evaluate_claims,
+    render_claims_markdown,
+)
+from maxk.analysis.paper_results import paper_lookup
+from maxk.analysis.per_problem import compute_metrics, reward_matrix, write_metrics
+from maxk.cli import main
+
+RUNS = sorted({r for c in CLAIMS for r in c.runs()})
+ISSUE_IDS = {
+    "grpo_raises_pass_at_1",
+    "grpo_lowers_pass_at_large_k",
+    "grpo_lowers_entropy",
+    "binary_reward_below_base",
+    "continuous_beats_binary",
+    "offpolicy_bon_best_max_at_large_k",
+    "bon_mean_beats_bon_loo1",
+    "inference_aware_raise_max_at_1",
+    "more_epochs_raise_max_at_1",
+    "rl_lowers_max_at_large_k",
+}
+
+
+def cfg(**claims):
+    return {
+        "models": {r: r for r in RUNS},
+        "claims": {"dataset": "ds", "large_k": 128, "paper_dataset": None, **claims},
+        "significance": {"alpha": 0.05, "zero_method": "wilcox"},
+        "bootstrap": {"resamples": 400, "confidence": 0.95},
+    }
+
+
+def metrics_of(p=48, n=16, levels=None, seed=0):
+    """Metrics frames of every run on dataset ``ds``; ``levels[run]`` shifts a run's rewards."""
+    levels = levels or {}
+    return {
+        (run, "ds"): compute_metrics(
+            reward_matrix(scores_frame(synthetic_rewards(p, n, levels.get(run, 0.0), seed + i), "ds"))
+        )
+        for i, run in enumerate(RUNS)
+    }
+
+
+def entropy_of(metrics, shift=0.0):
+    ids = next(iter(metrics.values()))["problem_id"]
+    rng = np.random.default_rng(7)
+    base = rng.uniform(0.5, 1.5, len(ids))
+    return {
+        (run, "ds"): pd.Series(base - (shift if run == "grpo_continuous" else 0.0), index=ids).sort_index()
+        for run in RUNS
+    }
+
+
+def test_every_claim_of_the_issue_is_defined_once():
+    ids = [c.id for c in CLAIMS]
+    assert len(ids) == len(set(ids))
+    assert set(ids) >= ISSUE_IDS
+
+
+def test_effect_interval_and_test_match_their_definitions():
+    metrics = metrics_of(levels={"grpo_continuous": 0.3})
+    frame = evaluate_claims(cfg(), metrics, entropy_of(metrics, 0.2), seed=1).set_index("id")
+    row = frame.loc["grpo_raises_pass_at_1"]
+    a = metrics[("grpo_continuous", "ds")]["pass@1"].to_numpy()
+    b = metrics[("base", "ds")]["pass@1"].to_numpy()
+    assert row["effect"] == pytest.approx((a - b).mean())
+    assert row["a_value"] == pytest.approx(a.mean()) and row["b_value"] == pytest.approx(b.mean())
+    assert row["ci_low"] < row["effect"] < row["ci_high"]
+    assert row["pvalue"] == pytest.approx(wilcoxon(a, b, alternative="greater").pvalue)
+    assert row["pvalue_holm"] >= row["pvalue"]
+    assert row["holds"] and row["direction"] and row["n_problems"] == 48
+    # the opposite claim (base > GRPO at large k, here k = n = 16) goes the wrong way: never holds
+    large = frame.loc["grpo_lowers_pass_at_large_k"]
+    assert (large["k"], large["k_requested"]) == (16, 128)
+    assert not large["direction"] and not large["holds"]
+    # entropy: GRPO's is lower by 0.2 on every problem
+    ent = frame.loc["grpo_lowers_entropy"]
+    assert ent["effect"] == pytest.approx(0.2) and ent["holds"] and math.isnan(ent["k"])
+
+
+def test_equal_runs_hold_nothing_and_holm_adjusts_across_claims():
+    metrics = metrics_of(seed=0)
+    frame = evaluate_claims(cfg(), metrics, entropy_of(metrics), seed=1)
+    assert not frame["holds"].any()
+    tested = frame.dropna(subset=["pvalue"])
+    assert (tested["pvalue_holm"] >= tested["pvalue"] - 1e-12).all()
+    # entropy is identical for both runs: the test is undefined and says so
+    ent = frame.set_index("id").loc["grpo_lowers_entropy"]
+    assert ent["effect"] == 0 and "zero" in ent["note"] and not ent["holds"]
+
+
+def test_best_of_and_mean_of_sides():
+    metrics = metrics_of(levels={"bon_mean": 0.25, "bon_loo1": -0.2})
+    claims = [
+        Claim("best", "", "", "offpolicy_bon", BestOf(("base", "bon_loo1", "bon_mean")), "max", 1),
+        Claim("mean", "", "", MeanOf(("bon_mean", "bon_loo1")), "base", "max", 1),
+    ]
+    frame = evaluate_claims(cfg(), metrics, seed=0, claims=claims).set_index("id")
+    assert frame.loc["best", "b"].startswith("bon_mean (best of")
+    col = lambda r: metrics[(r, "ds")]["max@1"].to_numpy()  # noqa: E731
+    assert frame.loc["best", "b_value"] == pytest.approx(col("bon_mean").mean())
+    assert frame.loc["mean", "a_value"] == pytest.approx(((col("bon_mean") + col("bon_loo1")) / 2).mean())
+
+
+def test_detectable_effect_shrinks_with_more_problems():
+    small = evaluate_claims(cfg(), metrics_of(p=24), seed=0).set_index("id")["detectable_effect"]
+    big = evaluate_claims(cfg(), metrics_of(p=192), seed=0).set_index("id")["detectable_effect"]
+    ratio = (big / small).dropna()
+    assert len(ratio) >= 8 and ratio.between(0.2, 0.8).all()  # ~ sqrt(24 / 192) = 0.35
+
+
+def test_unconfigured_runs_are_reported_untested():
+    c = cfg()
+    c["models"] = {"base": "Base", "grpo_continuous": "GRPO"}
+    metrics, samples = claim_inputs(c)
+    assert metrics == [("base", "ds"), ("grpo_continuous", "ds")] and samples == metrics
+    m = metrics_of()
+    frame = evaluate_claims(c, m, entropy_of(m, 0.1), seed=0).set_index("id")
+    assert frame.loc["bon_mean_beats_bon_loo1", "note"].startswith("not tested")
+    assert not frame.loc["bon_mean_beats_bon_loo1", "holds"]
+    assert frame["pvalue"].notna().sum() == 3
+
+
+def test_runs_on_different_problems_are_an_error():
+    metrics = metrics_of()
+    metrics[("base", "ds")] = metrics[("base", "ds")].iloc[1:]
+    with pytest.raises(ValueError, match=r"base.*other problems"):
+        evaluate_claims(cfg(), metrics, entropy_of(metrics_of()), seed=0)
+
+
+def test_paper_values_stand_beside_ours_under_the_paper_config():
+    metrics = metrics_of(n=256, p=8)
+    frame = evaluate_claims(
+        cfg(paper_dataset="CC"), metrics, entropy_of(metrics), seed=0, paper_lookup=paper_lookup
+    ).set_index("id")
+    off = frame.loc["offpolicy_bon_best_max_at_large_k"]
+    assert (off["k"], off["paper_a"], off["paper_b"], off["paper_table"]) == (128, 0.718, 0.710, "table2")
+    assert frame.loc["grpo_raises_pass_at_1", ["paper_a", "paper_b"]].tolist() == [0.257, 0.211]
+    assert frame.loc["rl_lowers_max_at_large_k", "paper_b"] == pytest.approx(
+        (0.688 + 0.696 + 0.701 + 0.703) / 4
+    )
+    assert pd.isna(frame.loc["grpo_lowers_entropy", "paper_a"])
+    md = render_claims_markdown(frame.reset_index())
+    assert "paper a" in md and "0.718" in md
+
+
+def test_cli_writes_csv_and_markdown(tmp_path, capsys):
+    metrics = metrics_of(levels={"grpo_continuous": 0.3})
+    for (run, ds), frame in metrics.items():
+        write_metrics(tmp_path / "metrics" / run / f"{ds}.parquet", frame)
+    rng = np.random.default_rng(0)
+    ids = metrics[("base", "ds")]["problem_id"]
+    for run in ("base", "grpo_continuous"):
+        ent = rng.uniform(0.2, 1.0, len(ids) * 4)
+        samples = pd.DataFrame(
+            {
+                "problem_id": np.repeat(ids, 4),
+                "mean_entropy": ent - (0.15 if run == "grpo_continuous" else 0),
+                "entropy_kind": "exact",
+                "sum_logprob": -ent * 10,
+                "num_tokens": 10,
+            }
+        )
+        (tmp_path / "samples" / run).mkdir(parents=True)
+        samples.to_parquet(tmp_path / "samples" / run / "ds.parquet")
+    out = tmp_path / "claims"
+    argv = ["analyze", "claims", "--config-json", json.dumps(cfg()), "--seed", "3"]
+    argv += ["--metrics-dir", str(tmp_path / "metrics"), "--samples-dir", str(tmp_path / "samples")]
+    assert main([*argv, "--outdir", str(out)]) == 0
+    frame = pd.read_csv(out / "claims.csv")
+    assert set(frame["id"]) >= ISSUE_IDS
+    assert frame.set_index("id").loc["grpo_raises_pass_at_1", "holds"]
+    assert (out / "claims.md").read_text().count("\n| `") == len(CLAIMS)
+    assert "claims hold" in capsys.readouterr().out
+    # a missing metrics file is named
+    (tmp_path / "metrics" / "bon_loo1" / "ds.parquet").unlink()
+    assert main([*argv, "--outdir", str(out)]) != 0
+    assert "bon_loo1/ds.parquet" in capsys.readouterr().err
+
+
+def test_large_k_is_the_paper_s_128_when_samples_allow():
+    metrics = metrics_of(n=256, p=6)
+    frame = evaluate_claims(cfg(), metrics, seed=0).set_index("id")
+    for cid in ("grpo_lowers_pass_at_large_k", "bon_mean_beats_bon_loo1", "rl_lowers_max_at_large_k"):
+        assert frame.loc[cid, "k"] == 128
+    assert LARGE == "large"
