@@ -1,15 +1,21 @@
-"""Benchmark: the transformers backend (n samples per problem in one batched ``generate`` call) vs a
-naive loop calling ``generate`` once per sample, in the same process on the same model.
+"""Benchmark: maxk's decode loop (``maxk.generate.decode``) against ``model.generate`` and the roofline.
 
-    python benchmarks/bench_generate.py [--model results/models/base] [--problems 50] [--n 256]
-        [--max-new-tokens 96] [--naive-problems 1] [--naive-samples 32] [--threads 1]
+    python benchmarks/bench_generate.py [--model results/models/base] [--problems 16] [--n 256]
+        [--max-new-tokens 96] [--threads 1] [--baseline-problems 4]
+
+Both paths are the transformers backend (same prompts, seeds, sampling and per-sample statistics:
+sum of log-probs, exact mean entropy), once with ``decoder="auto"`` (the default: maxk's loop) and once
+with ``decoder="generate"`` (batched ``model.generate`` with a static cache, the previous default), in
+the same process on the same model. The roofline is measured in the same run too: the matrix products
+of one decode step (every linear layer of the model at a batch of ``--n`` rows) timed alone, on the
+same threads, gives the FLOP/s this CPU reaches at the model's shapes; the decode loop's FLOP/s is
+tokens/s x FLOP per token (2 x the linear layers' weights + 4 x layers x hidden x mean context for
+attention). Prints tokens/s of each path, the speed-up, and the fraction of the roofline.
 
 Without ``--model`` (or when the path does not exist) a random Qwen2 with the embedded base model's
-sizes (``--hidden-size 128 --layers 3 --vocab 1000``) is built in a temp dir; a random model rarely
-samples the stop token, so every sample runs to ``--max-new-tokens`` (the worst case).
-Both paths compute the same per-sample statistics (sum of log-probs, exact mean entropy): the naive
-loop gets them from ``output_scores``. Prints samples/s and tokens/s of each and the ratio.
-Timings on a shared machine vary with the load of other processes: compare ratios, not absolutes.
+sizes is built in a temp dir; a random model rarely samples the stop token, so every sample runs to
+``--max-new-tokens``. Timings on a shared machine vary with the load of other processes: compare
+ratios measured in one run, not absolutes across runs.
 """
 
 from __future__ import annotations
@@ -20,43 +26,48 @@ import time
 from pathlib import Path
 
 
-def naive_loop(backend, prompt: str, num_samples: int, max_new_tokens: int, seed: int) -> tuple[int, int]:
-    """One ``generate`` call per sample (KV cache on, no batching): the baseline."""
+def matmul_roofline(model, rows: int, seconds: float = 2.0) -> float:
+    """FLOP/s of one decode step's matrix products (every linear layer at ``rows`` rows), best of repeats."""
     import torch
 
-    ids = torch.tensor([backend.encode(prompt)])
-    torch.manual_seed(seed)
-    tokens = 0
-    for _ in range(num_samples):
-        out = backend.model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            do_sample=True,
-            temperature=1.0,
-            top_p=1.0,
-            top_k=0,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=backend.stop_token_ids,
-            pad_token_id=backend.pad_token_id,
-            output_scores=True,
-            return_dict_in_generate=True,
-        )
-        gen = out.sequences[0, ids.shape[1] :]
-        logp = torch.log_softmax(torch.stack(out.scores)[:, 0].float(), -1)
-        _ = logp.gather(1, gen[:, None]).sum()  # sum of sampled-token log-probs
-        _ = -(logp.exp() * logp).sum(-1).mean()  # mean entropy
-        tokens += int(gen.numel())
-    return num_samples, tokens
+    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    xs = [torch.randn(rows, w.shape[1]) for w in weights]
+    flops = sum(2 * rows * w.shape[0] * w.shape[1] for w in weights)
+    best = float("inf")
+    end = time.perf_counter() + seconds
+    with torch.no_grad():
+        while time.perf_counter() < end:
+            t0 = time.perf_counter()
+            for _ in range(20):
+                for x, w in zip(xs, weights, strict=True):
+                    torch.nn.functional.linear(x, w)
+            best = min(best, (time.perf_counter() - t0) / 20)
+    return flops / best
+
+
+def flop_per_token(model, mean_context: float) -> float:
+    """2 x weights of the linear layers (lm_head included) + attention scores and values over the context."""
+    import torch
+
+    cfg = model.config
+    linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    return 2 * linear + 4 * cfg.num_hidden_layers * cfg.hidden_size * mean_context
+
+
+def run(backend, prompts, params) -> tuple[float, int, int]:
+    t0 = time.perf_counter()
+    results = backend.generate(prompts, list(range(len(prompts))), params)
+    seconds = time.perf_counter() - t0
+    return seconds, sum(len(r) for r in results), sum(s.num_tokens for r in results for s in r)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="results/models/base")
-    ap.add_argument("--problems", type=int, default=50)
+    ap.add_argument("--problems", type=int, default=16, help="problems through maxk's decode loop")
+    ap.add_argument("--baseline-problems", type=int, default=4, help="problems through model.generate")
     ap.add_argument("--n", type=int, default=256)
     ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--naive-problems", type=int, default=1)
-    ap.add_argument("--naive-samples", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument(
         "--hidden-size", type=int, default=128, help="random model (default: embedded base sizes)"
@@ -65,9 +76,12 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=1000)
     args = ap.parse_args()
 
+    import torch
+
     from maxk.generate.backends import SamplingParams
     from maxk.generate.hf import TransformersBackend
 
+    torch.set_num_threads(args.threads)
     tmp = None
     model = Path(args.model)
     if not model.exists():
@@ -77,52 +91,48 @@ def main() -> None:
         model = build_tiny_model(
             tmp.name, hidden_size=args.hidden_size, num_layers=args.layers, vocab_size=args.vocab
         )
-        print(
-            f"model: random Qwen2 hidden={args.hidden_size} layers={args.layers} vocab<={args.vocab} "
-            f"({args.model} not found)"
-        )
+        print(f"model: random Qwen2 hidden={args.hidden_size} layers={args.layers} ({args.model} not found)")
     else:
         print(f"model: {model}")
-    backend = TransformersBackend(model, threads=args.threads, max_batch_size=args.n)
+    fast = TransformersBackend(model, threads=args.threads, max_batch_size=args.n)
+    slow = TransformersBackend(model, threads=args.threads, max_batch_size=args.n, decoder="generate")
+    if fast.decoder is None:
+        raise SystemExit(f"{model} is not a Qwen2-family model: maxk's decode loop does not apply")
     statements = [
         f"Problem {i}: read {i + 2} integers from standard input and print their sum, their maximum and "
         f"the number of distinct values, one per line."
-        for i in range(args.problems)
+        for i in range(max(args.problems, args.baseline_problems))
     ]
     prompts = [
-        backend.tokenizer.apply_chat_template(
+        fast.tokenizer.apply_chat_template(
             [{"role": "user", "content": s}], tokenize=False, add_generation_prompt=True
         )
         for s in statements
     ]
     params = SamplingParams(n=args.n, max_new_tokens=args.max_new_tokens)
-    backend.generate(prompts[:1], [0], SamplingParams(n=8, max_new_tokens=4))  # warm-up
+    for backend in (fast, slow):  # warm-up
+        backend.generate(prompts[:1], [0], SamplingParams(n=8, max_new_tokens=4))
 
-    t0 = time.perf_counter()
-    results = backend.generate(prompts, list(range(args.problems)), params)
-    batched_s = time.perf_counter() - t0
-    b_samples = sum(len(r) for r in results)
-    b_tokens = sum(s.num_tokens for r in results for s in r)
-
-    t0 = time.perf_counter()
-    n_samples = n_tokens = 0
-    for i in range(args.naive_problems):
-        s, t = naive_loop(backend, prompts[i], args.naive_samples, args.max_new_tokens, seed=i)
-        n_samples += s
-        n_tokens += t
-    naive_s = time.perf_counter() - t0
-
-    b_rate, n_rate = b_samples / batched_s, n_samples / naive_s
+    f_s, f_samples, f_tokens = run(fast, prompts[: args.problems], params)
+    s_s, s_samples, s_tokens = run(slow, prompts[: args.baseline_problems], params)
+    roof = matmul_roofline(fast.model, args.n)
+    prompt_len = sum(len(fast.encode(p)) for p in prompts[: args.problems]) / args.problems
+    mean_new = f_tokens / f_samples
+    context = prompt_len + mean_new / 2
+    flop = flop_per_token(fast.model, context)
+    achieved = f_tokens / f_s * flop
     print(
-        f"batched: {b_samples} samples ({args.problems} problems x {args.n}), {b_tokens} tokens in "
-        f"{batched_s:.1f}s: {b_rate:.1f} samples/s, {b_tokens / batched_s:.0f} tokens/s"
+        f"decode loop:    {f_samples} samples, {f_tokens} tokens in {f_s:.1f}s: {f_tokens / f_s:.0f} tokens/s"
     )
     print(
-        f"naive:   {n_samples} samples ({args.naive_problems} problems x {args.naive_samples}), {n_tokens} "
-        f"tokens in {naive_s:.1f}s: {n_rate:.1f} samples/s, {n_tokens / naive_s:.0f} tokens/s"
+        f"model.generate: {s_samples} samples, {s_tokens} tokens in {s_s:.1f}s: {s_tokens / s_s:.0f} tokens/s"
     )
-    tok_ratio = (b_tokens / batched_s) / (n_tokens / naive_s)
-    print(f"speed-up (samples/s): {b_rate / n_rate:.1f}x; tokens/s: {tok_ratio:.1f}x")
+    print(f"speed-up (tokens/s): {(f_tokens / f_s) / (s_tokens / s_s):.1f}x")
+    print(
+        f"roofline: matrix products of one step at {args.n} rows: {roof / 1e9:.1f} GFLOP/s on "
+        f"{args.threads} thread(s); {flop / 1e6:.2f} MFLOP per token (mean context {context:.0f})"
+    )
+    print(f"decode loop: {achieved / 1e9:.1f} GFLOP/s = {achieved / roof:.0%} of the roofline")
     if tmp is not None:
         tmp.cleanup()
 

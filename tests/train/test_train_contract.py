@@ -108,3 +108,49 @@ def test_batch_advantages_come_from_the_registry(tiny_model_dir, tmp_path, metho
     order = torch.argsort(batch["group_ids"], stable=True)
     expect = compute_advantages(method, batch["rewards"].double()[order].view(-1, n), k=trainer.args.bon_k)
     assert torch.allclose(batch["advantages"][order].double(), expect.view(-1), atol=1e-6)
+
+
+def test_trl_rollout_hook_signature_and_call():
+    """Override 5 replaces _generate_single_turn; TRL must still call it with these arguments and
+    read back (completion_ids, logprobs)."""
+    from trl import GRPOTrainer
+
+    params = list(inspect.signature(GRPOTrainer._generate_single_turn).parameters)
+    assert params[:5] == ["self", "prompt_ids", "images", "multimodal_fields", "num_generations"]
+    src = inspect.getsource(GRPOTrainer._generate)
+    assert "completion_ids, logprobs = self._generate_single_turn(" in src
+
+
+@pytest.mark.parametrize("decoder", ["auto", "generate"])
+def test_rollouts_come_from_the_decode_loop(tiny_model_dir, tmp_path, decoder):
+    """With rollout_decoder=auto the completions are maxk.generate.decode's: one call per generation
+    batch, groups of num_generations samples of one prompt, reproducible from the seed; with
+    generate, TRL's own path runs and the decoder is never called."""
+    import maxk.generate.decode as dec
+
+    calls = []
+    real = dec.QwenDecoder.sample
+
+    def spy(self, prompts, n, **kw):
+        out = real(self, prompts, n, **kw)
+        calls.append((len(prompts), n, out.token_ids))
+        return out
+
+    dec.QwenDecoder.sample = spy
+    try:
+        batches = []
+        for run in range(2):
+            trainer = make_trainer(tiny_model_dir, tmp_path / f"{decoder}{run}", rollout_decoder=decoder)
+            batches.append(_first_batch(trainer))
+    finally:
+        dec.QwenDecoder.sample = real
+    if decoder == "generate":
+        assert calls == []
+        return
+    assert [(c[0], c[1]) for c in calls] == [(2, 4), (2, 4)]  # 2 prompts x 4 samples per generation batch
+    assert calls[0][2] == calls[1][2]  # same seed, same step: the same completions
+    batch = batches[0]  # the first micro-batch: one whole group of the generation batch
+    mask = batch["completion_mask"].bool()
+    got = sorted(tuple(ids[m].tolist()) for ids, m in zip(batch["completion_ids"], mask, strict=True))
+    groups = [sorted(tuple(t) for t in calls[0][2][i : i + 4]) for i in (0, 4)]
+    assert got in groups

@@ -1,5 +1,10 @@
 """transformers backend (CPU or a small GPU): exact per-token entropy and log-probs from the logits.
 
+For Qwen2-family models (the embedded base model and the paper's) sampling runs in
+``maxk.generate.decode``'s own batched decode loop (``decoder="auto"``, the default): several
+prompts per call, shared prompt caches, finished samples leaving the batch. Other models, or
+``decoder="generate"``, use ``model.generate`` as described below.
+
 All ``n`` samples of a prompt go through one ``generate`` call, split into chunks of at most
 ``max_batch_size`` sequences to bound memory. The prompt is prefilled once and its KV cache copied to
 every sequence of the chunk (the samples share it); decoding uses a preallocated (static) KV cache,
@@ -35,13 +40,7 @@ class _Sampler:
     runs greedy, so it emits exactly that token and handles stopping and padding as usual)."""
 
     def __init__(self, temperature: float, top_p: float, generator: Any) -> None:
-        from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
-
-        self.warpers: list[Any] = []
-        if temperature != 1.0:
-            self.warpers.append(TemperatureLogitsWarper(temperature))
-        if top_p < 1.0:
-            self.warpers.append(TopPLogitsWarper(top_p=top_p, min_tokens_to_keep=1))
+        self.temperature, self.top_p = temperature, top_p
         self.generator = generator
         self.token_logps: list[Any] = []
         self.entropies: list[Any] = []
@@ -49,21 +48,13 @@ class _Sampler:
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
-        scores = scores.float()
-        for warper in self.warpers:
-            scores = warper(input_ids, scores)
-        logp = torch.log_softmax(scores, dim=-1)
-        p = logp.exp()
-        # Tokens removed by top-p have p = 0 and logp = -inf; they contribute 0 to the entropy.
-        self.entropies.append(-(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1))
-        cdf = p.double().cumsum(-1)
-        u = torch.rand((p.shape[0], 1), generator=self.generator, dtype=torch.float64, device=p.device)
-        token = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).clamp_(max=p.shape[1] - 1)
-        bad = p.gather(1, token) == 0  # only if rounding pushed u onto the last cdf value
-        if bool(bad.any()):
-            token = torch.where(bad, p.argmax(-1, keepdim=True), token)
-        self.token_logps.append(logp.gather(1, token).squeeze(1))
-        return torch.full_like(scores, -float("inf")).scatter_(1, token, 0.0)
+        from maxk.generate.decode import draw_tokens
+
+        u = torch.rand(scores.shape[0], generator=self.generator, dtype=torch.float64, device=scores.device)
+        token, logp, entropy = draw_tokens(scores, u, self.temperature, self.top_p)
+        self.entropies.append(entropy)
+        self.token_logps.append(logp)
+        return torch.full_like(scores, -float("inf")).scatter_(1, token[:, None], 0.0)
 
     def stats(self) -> tuple[Any, Any]:
         """``[batch, steps]`` log-probs of the drawn tokens and entropies (rows past a stop are junk)."""
@@ -91,6 +82,7 @@ class TransformersBackend:
         static_cache: bool = True,
         stop_tokens: Sequence[str] = DEFAULT_STOP_TOKENS,
         revision: str | None = None,
+        decoder: str = "auto",
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
@@ -119,6 +111,13 @@ class TransformersBackend:
         self.model.generation_config = GenerationConfig(
             eos_token_id=self.stop_token_ids, pad_token_id=self.pad_token_id
         )
+        if decoder not in ("auto", "generate"):
+            raise ValueError(f"decoder must be 'auto' or 'generate', got {decoder!r}")
+        from maxk.generate.decode import QwenDecoder, supports
+
+        self.decoder = QwenDecoder(self.model) if decoder == "auto" and supports(self.model) else None
+        if self.decoder is not None:
+            self.prompts_per_call = 64  # grouped into calls of at most max_batch_size rows
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -127,6 +126,7 @@ class TransformersBackend:
             "max_batch_size": self.max_batch_size,
             "share_prefix": self.share_prefix,
             "static_cache": self.static_cache,
+            "decoder": "maxk.generate.decode" if self.decoder is not None else "model.generate",
             "dtype": self.dtype,
             "device": self.device,
             "stop_token_ids": self.stop_token_ids,
@@ -144,7 +144,54 @@ class TransformersBackend:
     ) -> list[list[Sample]]:
         if len(prompts) != len(seeds):
             raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds")
+        if self.decoder is not None:
+            return self._decode(prompts, seeds, params)
         return [self._generate_one(prompt, seed, params) for prompt, seed in zip(prompts, seeds, strict=True)]
+
+    def _decode(
+        self, prompts: Sequence[str], seeds: Sequence[int], params: SamplingParams
+    ) -> list[list[Sample]]:
+        """Through ``QwenDecoder``: as many prompts per call as fit in ``max_batch_size`` rows (>= 1)."""
+        import torch
+
+        per_call = max(1, self.max_batch_size // params.n)
+        out: list[list[Sample]] = []
+        for lo in range(0, len(prompts), per_call):
+            ids = [self.encode(p) for p in prompts[lo : lo + per_call]]
+            if not all(ids):
+                raise ValueError("empty prompt after tokenisation")
+            gens = [
+                torch.Generator(device=self.device).manual_seed(int(s)) for s in seeds[lo : lo + per_call]
+            ]
+            res = self.decoder.sample(
+                ids,
+                params.n,
+                max_new_tokens=params.max_new_tokens,
+                stop_token_ids=self.stop_token_ids,
+                generators=gens,
+                temperature=params.temperature,
+                top_p=params.top_p,
+            )
+            texts = self.tokenizer.batch_decode(
+                [t[:-1] if stop else t for t, stop in zip(res.token_ids, res.stopped, strict=True)],
+                skip_special_tokens=True,
+            )
+            samples = [
+                Sample(
+                    completion=text,
+                    num_tokens=len(t),
+                    finish_reason="stop" if stop else "length",
+                    sum_logprob=float(lp),
+                    mean_entropy=float(ent) / max(len(t), 1),
+                    entropy_kind="exact",
+                    token_ids=t,
+                )
+                for text, t, stop, lp, ent in zip(
+                    texts, res.token_ids, res.stopped, res.sum_logprob, res.sum_entropy, strict=True
+                )
+            ]
+            out += [samples[i * params.n : (i + 1) * params.n] for i in range(len(ids))]
+        return out
 
     def _generate_one(self, prompt: str, seed: int, params: SamplingParams) -> list[Sample]:
         import torch

@@ -17,6 +17,11 @@ change exactly that and nothing else:
    BEFORE it reads ``inputs["advantages"]``; the override of the former writes the recomputed
    advantages into a shallow copy of the micro-batch. ``tests/train/test_train_contract.py`` fails
    if a TRL upgrade changes that order.
+5. ``_generate_single_turn`` (rollouts without vLLM): for Qwen2-family models with plain sampling
+   (``rollout_decoder="auto"``), the completions come from ``maxk.generate.decode.QwenDecoder`` on
+   the live policy's weights: every prompt of the generation batch in one decode loop, its
+   ``num_generations`` samples sharing the prompt's cache, seeded from (seed, step, prompt). TRL's
+   own ``model.generate`` path is kept for other models, vLLM, and ``rollout_decoder="generate"``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import trl
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import split_tensor_dict
 
+from maxk.analysis.stats import derive_seed
 from maxk.objectives import ADVANTAGES, compute_advantages, needs_k
 
 #: The exact TRL release whose internals the overrides rely on (also pinned in pyproject.toml).
@@ -51,6 +57,10 @@ class MaxKGRPOConfig(GRPOConfig):
     reward_kind: str = field(
         default="continuous", metadata={"help": "continuous (fraction of tests passed) or binary (all pass)"}
     )
+    rollout_decoder: str = field(
+        default="auto",
+        metadata={"help": "auto: maxk's decode loop for Qwen2 rollouts without vLLM; generate: TRL's"},
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -68,6 +78,8 @@ class MaxKGRPOConfig(GRPOConfig):
             raise ValueError(f"bon_k={self.bon_k} must be in [{lo}, num_generations={self.num_generations}]")
         if self.delta_clamp < 0:
             raise ValueError(f"delta_clamp must be >= 0, got {self.delta_clamp}")
+        if self.rollout_decoder not in ("auto", "generate"):
+            raise ValueError(f"rollout_decoder must be auto or generate, got {self.rollout_decoder!r}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -127,6 +139,17 @@ def grouped(values: torch.Tensor, group_ids: torch.Tensor, n: int) -> tuple[torc
     if not (gid == gid[:, :1]).all():
         raise AssertionError("micro-batch holds partial groups")
     return values[order].view(-1, n), order
+
+
+def _prompt_groups(prompt_ids: list[list[int]], n: int) -> list[list[int]] | None:
+    """The distinct prompts of a generation batch whose rows come in runs of ``n`` equal prompts
+    (TRL's ``RepeatSampler`` order); None when the batch is laid out otherwise."""
+    if not prompt_ids or len(prompt_ids) % n:
+        return None
+    groups = [prompt_ids[i] for i in range(0, len(prompt_ids), n)]
+    if any(prompt_ids[i] != groups[i // n] for i in range(len(prompt_ids))):
+        return None
+    return [list(g) for g in groups]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -243,6 +266,61 @@ class MaxKGRPOTrainer(GRPOTrainer):
         self._log("delta/clamped_frac", self._gather_mean((abs_delta > self.args.delta_clamp).float()))
         self._log_advantages(adv, "advantage_recomputed")
         return adv.to(inputs["advantages"].dtype)
+
+    # -- 5. rollouts through maxk's decode loop ---------------------------------------------------------
+    def _generate_single_turn(
+        self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False
+    ):
+        groups = _prompt_groups(prompt_ids, num_generations)
+        if groups is None or not self._own_rollouts(images):
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+            )
+        from maxk.generate.decode import QwenDecoder
+
+        model = self.accelerator.unwrap_model(self.model)
+        if getattr(self, "_decoder", None) is None or self._decoder.model is not model:
+            self._decoder = QwenDecoder(model)
+        self._decoder.refresh()  # the optimizer changed the weights since the last rollout
+        step, rank = self.state.global_step, self.accelerator.process_index
+        generators = [
+            torch.Generator(device=model.device).manual_seed(
+                derive_seed(self.args.seed, "rollout", step, rank, g)
+            )
+            for g in range(len(groups))
+        ]
+        was_training = model.training
+        model.eval()
+        try:
+            result = self._decoder.sample(
+                groups,
+                num_generations,
+                max_new_tokens=self.max_completion_length,
+                stop_token_ids=self.eos_token_ids,
+                generators=generators,
+                temperature=self.temperature,
+                top_p=self.top_p,
+            )
+        finally:
+            model.train(was_training)
+        return result.token_ids, None
+
+    def _own_rollouts(self, images) -> bool:
+        """Whether ``_generate_single_turn`` may use maxk's decode loop for this batch."""
+        from maxk.generate.decode import supports
+
+        a = self.args
+        return (
+            a.rollout_decoder == "auto"
+            and not self.use_vllm
+            and not images
+            and not a.use_transformers_paged
+            and a.generation_kwargs is None
+            and not a.top_k
+            and a.min_p is None
+            and a.repetition_penalty == 1.0
+            and supports(self.accelerator.unwrap_model(self.model))
+        )
 
     # -- logging helpers --------------------------------------------------------------------------
     def _log(self, key: str, value: float) -> None:

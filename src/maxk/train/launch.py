@@ -38,6 +38,7 @@ PASSTHROUGH = (
     "delta_clamp",
     "gradient_checkpointing",
     "bf16",
+    "rollout_decoder",
 )
 #: per-run keys that override ``train`` (table 4 varies epochs and PPO iterations).
 RUN_OVERRIDES = ("num_train_epochs", "num_iterations")

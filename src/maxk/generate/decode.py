@@ -1,0 +1,289 @@
+"""A tight batched decode loop for Qwen2-family models: many samples of several prompts at once.
+
+``model.generate`` spends most of a step on bookkeeping when the model is tiny (the embedded one has
+0.5M parameters): cache objects, logits processors, stopping criteria, and attention over the whole
+static cache of every sequence. This loop does only the arithmetic of one step, on the model's own
+weights (q/k/v and gate/up projections fused into one matrix each):
+
+- **shared prefixes**: each prompt is prefilled once (by the model's own forward, so its keys and
+  values are exactly the model's), and its samples attend to that one copy. Queries of all samples
+  of a prompt meet the prefix in one matrix product; only the generated tokens have per-sample keys
+  and values, in a preallocated cache;
+- **several prompts per batch**: rows are grouped by prompt (contiguous segments), so one step
+  serves every sample of every prompt in the batch;
+- **finished rows leave the batch**: once a quarter of the running rows have drawn a stop token, the
+  batch is compacted, so late steps cost only what is still running;
+- **sampling as in ``maxk.generate.hf``**: temperature and top-p, inverse-CDF draws from one seeded
+  ``torch.Generator`` per prompt (a prompt's samples do not depend on what else is in the batch), and
+  the exact entropy of the sampled distribution and the drawn token's log-prob at every step.
+
+``tests/generate/test_generate_decode.py`` checks the logits against the model's own forward pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["DecodeResult", "QwenDecoder", "draw_tokens", "supports"]
+
+#: Compact the batch once this fraction of the running rows has finished.
+COMPACT_FRACTION = 0.25
+
+
+def supports(model: Any) -> bool:
+    """Whether ``model`` is a Qwen2-family causal LM this loop reproduces exactly."""
+    cfg = getattr(model, "config", None)
+    return (
+        getattr(cfg, "model_type", None) == "qwen2"
+        and not getattr(cfg, "use_sliding_window", False)
+        and (getattr(cfg, "rope_parameters", None) or {}).get("rope_type", "default") == "default"
+        and getattr(cfg, "hidden_act", "silu") == "silu"
+    )
+
+
+def draw_tokens(
+    scores: torch.Tensor, u: torch.Tensor, temperature: float, top_p: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Draw one token per row by inverse-CDF sampling with uniforms ``u`` ``[rows]`` (float64).
+
+    Applies temperature, then top-p (the smallest set of most likely tokens whose mass reaches
+    ``top_p``, at least one). Returns ``(token, logp, entropy)``: the drawn token, its log-prob and
+    the exact entropy ``-sum p log p`` of the distribution it was drawn from (tokens cut by top-p
+    have p = 0 and add nothing).
+    """
+    scores = scores.float()
+    if temperature != 1.0:
+        scores = scores / temperature
+    if top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, descending=False, dim=-1)
+        cum = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+        remove = cum <= (1 - top_p)
+        remove[..., -1:] = False  # keep at least the most likely token
+        scores = scores.masked_fill(remove.scatter(1, order, remove), -float("inf"))
+    logp = torch.log_softmax(scores, dim=-1)
+    p = logp.exp()
+    entropy = -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1)
+    cdf = p.double().cumsum(-1)
+    token = torch.searchsorted(cdf, (u[:, None] * cdf[:, -1:]).contiguous(), right=True)
+    token = token.clamp_(max=p.shape[1] - 1)
+    bad = p.gather(1, token) == 0  # only if rounding pushed u onto the last cdf value
+    if bool(bad.any()):
+        token = torch.where(bad, p.argmax(-1, keepdim=True), token)
+    return token.squeeze(1), logp.gather(1, token).squeeze(1), entropy
+
+
+@dataclass
+class DecodeResult:
+    """Per row (prompt-major, ``n`` rows per prompt): generated ids up to and including the first
+    stop token (or ``max_new_tokens`` ids), whether it stopped, and the sums over those tokens."""
+
+    token_ids: list[list[int]]
+    stopped: list[bool]
+    sum_logprob: list[float]
+    sum_entropy: list[float]
+
+
+class QwenDecoder:
+    """Batched sampling from a Qwen2-family ``model`` (see the module docstring)."""
+
+    def __init__(self, model: Any) -> None:
+        if not supports(model):
+            raise ValueError(f"QwenDecoder supports Qwen2 models with default RoPE, got {model.config}")
+        self.model = model
+        cfg = model.config
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
+        self.group = self.heads // self.kv_heads
+        self.eps = cfg.rms_norm_eps
+        self.scale = self.head_dim**-0.5
+        self.refresh()
+
+    @torch.no_grad()
+    def refresh(self) -> None:
+        """Re-read the model's weights (call after an optimizer step changed them)."""
+        inner = self.model.model
+        self.embed = inner.embed_tokens.weight
+        self.norm = inner.norm.weight
+        self.lm_head = self.model.lm_head.weight
+        self.inv_freq = inner.rotary_emb.inv_freq
+        self.rope_scaling = float(getattr(inner.rotary_emb, "attention_scaling", 1.0))
+        self.layers = []
+        for layer in inner.layers:
+            att, mlp = layer.self_attn, layer.mlp
+            qkv_w = torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight])
+            biases = [att.q_proj.bias, att.k_proj.bias, att.v_proj.bias]
+            qkv_b = torch.cat([b if b is not None else qkv_w.new_zeros(0) for b in biases])
+            self.layers.append(
+                (
+                    layer.input_layernorm.weight,
+                    qkv_w,
+                    qkv_b if qkv_b.numel() == qkv_w.shape[0] else None,
+                    att.o_proj.weight,
+                    att.o_proj.bias,
+                    layer.post_attention_layernorm.weight,
+                    torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]),
+                    mlp.down_proj.weight,
+                )
+            )
+
+    def _rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+    def _rope(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """``x`` ``[rows, heads, d]`` rotated to positions ``pos`` ``[rows]``."""
+        freqs = pos[:, None].to(self.inv_freq.dtype) * self.inv_freq[None, :]
+        emb = torch.cat([freqs, freqs], dim=-1)
+        cos = (emb.cos() * self.rope_scaling).to(x.dtype)[:, None, :]
+        sin = (emb.sin() * self.rope_scaling).to(x.dtype)[:, None, :]
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * cos + rotated * sin
+
+    @torch.no_grad()
+    def _prefill(self, ids: Sequence[int]) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+        """The model's own forward over a prompt: per layer ``(K, V)`` ``[kv_heads, T, d]``, last logits."""
+        device = self.embed.device
+        out = self.model(torch.tensor([list(ids)], device=device), use_cache=True)
+        kv = [(layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers]
+        return kv, out.logits[0, -1]
+
+    @torch.no_grad()
+    def step_logits(
+        self,
+        tokens: torch.Tensor,
+        step: int,
+        positions: torch.Tensor,
+        prefixes: list[list[tuple[torch.Tensor, torch.Tensor]]],
+        segments: list[tuple[int, int, int]],
+        cache: list[tuple[torch.Tensor, torch.Tensor]],
+    ) -> torch.Tensor:
+        """Logits ``[rows, vocab]`` after feeding ``tokens`` (the ``step``-th generated token of each row).
+
+        ``positions[row]``: its position in the sequence; ``segments``: ``(prompt, start, end)`` row
+        ranges sharing ``prefixes[prompt]``; ``cache[layer]``: per-row keys/values of the generated
+        tokens ``[rows, kv_heads, max_new_tokens, d]``, written at ``step``.
+        """
+        rows = tokens.shape[0]
+        h, kvh, g, d = self.heads, self.kv_heads, self.group, self.head_dim
+        x = self.embed[tokens]
+        for li, (ln1, qkv_w, qkv_b, o_w, o_b, ln2, gu_w, down_w) in enumerate(self.layers):
+            qkv = F.linear(self._rms(x, ln1), qkv_w, qkv_b)
+            q = self._rope(qkv[:, : h * d].view(rows, h, d), positions)
+            k = self._rope(qkv[:, h * d : (h + kvh) * d].view(rows, kvh, d), positions)
+            k_cache, v_cache = cache[li]
+            k_cache[:, :, step] = k
+            v_cache[:, :, step] = qkv[:, (h + kvh) * d :].view(rows, kvh, d)
+            qg = q.view(rows, kvh, g, d)
+            own = torch.matmul(qg, k_cache[:, :, : step + 1].transpose(-1, -2))  # [rows, kvh, g, s+1]
+            out = torch.empty_like(qg)
+            for prompt, start, end in segments:
+                pk, pv = prefixes[prompt][li]  # [kvh, T, d]
+                n = end - start
+                qs = qg[start:end].permute(1, 0, 2, 3).reshape(kvh, n * g, d)
+                shared = torch.matmul(qs, pk.transpose(-1, -2))  # [kvh, n*g, T]
+                shared = shared.view(kvh, n, g, -1).permute(1, 0, 2, 3)
+                scores = torch.cat([shared, own[start:end]], dim=-1) * self.scale
+                probs = scores.softmax(dim=-1)
+                t = pk.shape[1]
+                p_shared = probs[..., :t].permute(1, 0, 2, 3).reshape(kvh, n * g, t)
+                o = torch.matmul(p_shared, pv).view(kvh, n, g, d).permute(1, 0, 2, 3)
+                out[start:end] = o + torch.matmul(probs[..., t:], v_cache[start:end, :, : step + 1])
+            x = x + F.linear(out.reshape(rows, h * d), o_w, o_b)
+            gate, up = F.linear(self._rms(x, ln2), gu_w).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, down_w)
+        return F.linear(self._rms(x, self.norm), self.lm_head)
+
+    @torch.no_grad()
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        n: int,
+        *,
+        max_new_tokens: int,
+        stop_token_ids: Sequence[int],
+        generators: Sequence[torch.Generator],
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+    ) -> DecodeResult:
+        """``n`` samples of each prompt (token ids), prompt-major; one generator per prompt."""
+        if len(generators) != len(prompts):
+            raise ValueError(f"{len(prompts)} prompts but {len(generators)} generators")
+        device, dtype = self.embed.device, self.embed.dtype
+        total = n * len(prompts)
+        prefixes, first_logits, lengths = [], [], []
+        for ids in prompts:
+            if not ids:
+                raise ValueError("empty prompt")
+            kv, logits = self._prefill(ids)
+            prefixes.append(kv)
+            first_logits.append(logits)
+            lengths.append(len(ids))
+        cache = [
+            (
+                torch.empty(total, self.kv_heads, max_new_tokens, self.head_dim, device=device, dtype=dtype),
+                torch.empty(total, self.kv_heads, max_new_tokens, self.head_dim, device=device, dtype=dtype),
+            )
+            for _ in self.layers
+        ]
+        out_tokens = torch.zeros(total, max_new_tokens, dtype=torch.long)
+        out_len = torch.full((total,), max_new_tokens, dtype=torch.long)
+        sum_logp = torch.zeros(total, dtype=torch.float64)
+        sum_ent = torch.zeros(total, dtype=torch.float64)
+        stop = torch.tensor(sorted(set(stop_token_ids)), dtype=torch.long, device=device)
+
+        rows = torch.arange(total)  # original row of each running row
+        prompt_of = rows // n
+        segments = [(p, p * n, (p + 1) * n) for p in range(len(prompts))]
+        positions = torch.tensor(lengths, device=device).repeat_interleave(n)
+        logits = torch.stack(first_logits).repeat_interleave(n, dim=0)
+        alive = torch.ones(total, dtype=torch.bool)  # per running row: not yet stopped
+        stopped = torch.zeros(total, dtype=torch.bool)
+        for step in range(max_new_tokens):
+            # Every prompt draws n uniforms per step, one per original sample, running or not: a
+            # sample's draws depend on its prompt's seed alone, never on compaction or batch-mates.
+            u = torch.cat(
+                [
+                    torch.rand(n, generator=generators[p], dtype=torch.float64, device=device)[
+                        (rows[start:end] - p * n).to(device)
+                    ]
+                    for p, start, end in segments
+                ]
+            )
+            token, logp, ent = draw_tokens(logits, u, temperature, top_p)
+            live = rows[alive]
+            out_tokens[live, step] = token.cpu()[alive]
+            sum_logp[live] += logp.double().cpu()[alive]
+            sum_ent[live] += ent.double().cpu()[alive]
+            done = alive & torch.isin(token, stop).cpu()
+            out_len[rows[done]] = step + 1
+            stopped[rows[done]] = True
+            alive &= ~done
+            if step + 1 == max_new_tokens or not bool(alive.any()):
+                break
+            if int((~alive).sum()) >= COMPACT_FRACTION * len(rows):
+                idx = alive.nonzero().squeeze(1)
+                rows, prompt_of, alive = rows[idx], prompt_of[idx], alive[idx]
+                idx = idx.to(device)
+                token, positions = token[idx], positions[idx]
+                cache = [(k.index_select(0, idx), v.index_select(0, idx)) for k, v in cache]
+                segments = _segments(prompt_of)
+            # Rows stopped but not yet compacted away still run; their draws are not recorded.
+            logits = self.step_logits(token, step, positions, prefixes, segments, cache)
+            positions = positions + 1
+        token_ids = [out_tokens[i, : int(out_len[i])].tolist() for i in range(total)]
+        return DecodeResult(token_ids, stopped.tolist(), sum_logp.tolist(), sum_ent.tolist())
+
+
+def _segments(prompt_of: torch.Tensor) -> list[tuple[int, int, int]]:
+    """Contiguous ``(prompt, start, end)`` runs of ``prompt_of`` (rows stay grouped by prompt)."""
+    values, counts = torch.unique_consecutive(prompt_of, return_counts=True)
+    out, start = [], 0
+    for p, c in zip(values.tolist(), counts.tolist(), strict=True):
+        out.append((int(p), start, start + int(c)))
+        start += int(c)
+    return out

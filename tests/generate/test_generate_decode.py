@@ -1,0 +1,121 @@
+"""maxk.generate.decode: the own decode loop reproduces the model exactly and samples reproducibly."""
+
+from __future__ import annotations
+
+import gen_fixtures as fx
+import pytest
+import torch
+
+from maxk.generate.decode import QwenDecoder, draw_tokens, supports
+
+
+@pytest.fixture(scope="module")
+def model_and_prompts():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = fx.tiny_model_dir()
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    tok = AutoTokenizer.from_pretrained(path)
+    texts = ["Write function f(x).", "Read two integers and print their sum, then stop.", "abc"]
+    prompts = [
+        tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True)
+        for t in texts
+    ]
+    ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    return model, ids
+
+
+def _sample(decoder, prompts, n, seeds, max_new_tokens=24, stop=(1,), **kw):
+    gens = [torch.Generator().manual_seed(s) for s in seeds]
+    return decoder.sample(
+        prompts, n, max_new_tokens=max_new_tokens, stop_token_ids=stop, generators=gens, **kw
+    )
+
+
+def _stop_ids(model_and_prompts):
+    model, _ = model_and_prompts
+    eos = model.generation_config.eos_token_id
+    return [eos] if isinstance(eos, int) else list(eos)
+
+
+@pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.7, 0.9)])
+def test_recorded_logprobs_and_entropy_are_the_model_s(model_and_prompts, temperature, top_p):
+    """Every drawn token's log-prob and every step's entropy, summed per sample, equal what the model's
+    own forward pass over prompt + completion gives (after temperature and top-p)."""
+    model, prompts = model_and_prompts
+    decoder = QwenDecoder(model)
+    stop = _stop_ids(model_and_prompts)
+    res = _sample(decoder, prompts, 5, [1, 2, 3], stop=stop, temperature=temperature, top_p=top_p)
+    assert len(res.token_ids) == 15
+    for row, ids in enumerate(res.token_ids):
+        prompt = prompts[row // 5]
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1 : -1].float()
+        logp = torch.log_softmax(logits / temperature, dim=-1)
+        if top_p < 1.0:  # the same nucleus as transformers' TopPLogitsWarper
+            from transformers.generation.logits_process import TopPLogitsWarper
+
+            logp = torch.log_softmax(TopPLogitsWarper(top_p)(None, logits / temperature), dim=-1)
+        p = logp.exp()
+        drawn = logp.gather(1, torch.tensor(ids)[:, None]).sum().item()
+        entropy = -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum().item()
+        assert res.sum_logprob[row] == pytest.approx(drawn, abs=1e-4)
+        assert res.sum_entropy[row] == pytest.approx(entropy, abs=1e-4)
+        assert res.stopped[row] == (ids[-1] in stop)
+        assert all(t not in stop for t in ids[:-1])  # nothing after the first stop token
+
+
+def test_a_prompt_s_samples_do_not_depend_on_its_batch_mates(model_and_prompts):
+    model, prompts = model_and_prompts
+    decoder = QwenDecoder(model)
+    stop = _stop_ids(model_and_prompts)
+    together = _sample(decoder, prompts, 8, [7, 8, 9], max_new_tokens=40, stop=stop)
+    alone = _sample(decoder, prompts[1:2], 8, [8], max_new_tokens=40, stop=stop)
+    assert together.token_ids[8:16] == alone.token_ids
+    assert together.sum_logprob[8:16] == pytest.approx(alone.sum_logprob)
+    again = _sample(decoder, prompts, 8, [7, 8, 9], max_new_tokens=40, stop=stop)
+    assert again.token_ids == together.token_ids
+    other = _sample(decoder, prompts, 8, [70, 8, 9], max_new_tokens=40, stop=stop)
+    assert other.token_ids[:8] != together.token_ids[:8] and other.token_ids[8:] == together.token_ids[8:]
+
+
+def test_compaction_keeps_every_sample_whole(model_and_prompts):
+    """With a stop token that is drawn often, rows finish at many steps and the batch is compacted
+    repeatedly: each row still gets exactly its own tokens (checked against its log-prob sum above)."""
+    model, prompts = model_and_prompts
+    decoder = QwenDecoder(model)
+    with torch.no_grad():
+        first = model(torch.tensor([prompts[0]])).logits[0, -1]
+    common = torch.topk(first, 3).indices.tolist()  # likely tokens end most samples early
+    res = _sample(decoder, prompts[:1], 64, [5], max_new_tokens=30, stop=common)
+    lengths = [len(t) for t in res.token_ids]
+    assert len(set(lengths)) > 3 and min(lengths) == 1
+    for ids, lp in zip(res.token_ids, res.sum_logprob, strict=True):
+        with torch.no_grad():
+            logits = model(torch.tensor([prompts[0] + ids])).logits[0, len(prompts[0]) - 1 : -1]
+        ref = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(ids)[:, None]).sum().item()
+        assert lp == pytest.approx(ref, abs=1e-4)
+
+
+def test_draw_tokens_follows_the_distribution():
+    """Inverse-CDF draws: u below the first token's mass picks it; top-p removes the tail."""
+    scores = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
+    pick = lambda u, **kw: draw_tokens(scores, torch.tensor([u], dtype=torch.float64), **kw)[0].item()  # noqa: E731
+    assert [pick(u, temperature=1.0, top_p=1.0) for u in (0.1, 0.6, 0.95)] == [0, 1, 2]
+    assert pick(0.99, temperature=1.0, top_p=0.8) == 1  # 0.2 cut: the mass is renormalised over {0, 1}
+    _, logp, ent = draw_tokens(scores, torch.tensor([0.1], dtype=torch.float64), 1.0, 1.0)
+    assert logp.item() == pytest.approx(torch.log(torch.tensor(0.5)).item())
+    probs = torch.tensor([0.5, 0.3, 0.2])
+    assert ent.item() == pytest.approx(-(probs * probs.log()).sum().item())
+
+
+def test_only_qwen2_models_are_taken(model_and_prompts):
+    model, _ = model_and_prompts
+    assert supports(model)
+
+    class Other:
+        config = type("C", (), {"model_type": "llama"})()
+
+    assert not supports(Other())
+    with pytest.raises(ValueError, match="Qwen2"):
+        QwenDecoder(Other())
