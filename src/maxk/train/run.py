@@ -47,6 +47,9 @@ METRIC_COLUMNS = (
     "time/update_s",
     "learning_rate",
     "grad_norm",
+    "heldout/reward",
+    "heldout/pass@1",
+    "heldout/entropy",
 )
 
 
@@ -91,16 +94,20 @@ def load_problems(path: str | os.PathLike[str], limit: int | None, seed: int) ->
 
 
 def write_metrics_csv(path: str | os.PathLike[str], log_history: list[dict[str, Any]]) -> int:
-    """One row per optimizer step from TRL's ``log_history``; adds ``time/update_s``. Returns row count."""
-    rows = []
+    """One row per optimizer step from TRL's ``log_history`` (held-out points merged into their step's
+    row; the one before training is step 0); adds ``time/update_s``. Returns row count."""
+    rows: dict[int, dict[str, Any]] = {}
     for entry in log_history:
-        if "loss" not in entry:
-            continue  # the final train_runtime summary
-        row = dict(entry)
-        gen, rew = row.get("time/generation_s") or 0.0, row.get("time/reward_s") or 0.0
-        if row.get("step_time") is not None:
-            row["time/update_s"] = max(0.0, row["step_time"] - gen - rew)
-        rows.append(row)
+        if "loss" in entry:
+            row = rows.setdefault(int(entry["step"]), {})
+            row.update(entry)
+            gen, rew = row.get("time/generation_s") or 0.0, row.get("time/reward_s") or 0.0
+            if row.get("step_time") is not None:
+                row["time/update_s"] = max(0.0, row["step_time"] - gen - rew)
+        elif "heldout/reward" in entry:  # maxk.train.heldout: merged into its step's row
+            rows.setdefault(int(entry["step"]), {}).update(entry)
+        # anything else: the final train_runtime summary
+    rows = [rows[step] for step in sorted(rows)]
     extra = sorted({k for r in rows for k in r} - set(METRIC_COLUMNS))
     columns = list(METRIC_COLUMNS) + extra
     with atomic_open(path, "w", newline="") as fh:
@@ -155,6 +162,12 @@ def train_run(
         trainer = MaxKGRPOTrainer(
             model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer
         )
+        if effective.get("heldout"):
+            trainer.add_callback(
+                _heldout_curve(
+                    effective, data, problems, tokenizer, scorer, trainer, seed, config.get("prompt")
+                )
+            )
         last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
         start = time.perf_counter()
         trainer.train(resume_from_checkpoint=last)
@@ -185,6 +198,34 @@ def train_run(
         write_metrics_csv(metrics, trainer.state.log_history)
         write_provenance(metrics, config=config, seeds={"seed": seed}, summary=summary)
     return summary
+
+
+def _heldout_curve(effective, data, problems, tokenizer, scorer, trainer, seed, prompt_cfg):
+    """The ``train.heldout`` learning curve of this run (``maxk.train.heldout``)."""
+    from maxk.data.prompts import build_prompt, extract_program
+    from maxk.train.heldout import HeldoutCurve, heldout_problems
+
+    cfg = effective["heldout"]
+    rows = [row for _, row in read_jsonl(data)]
+    chosen = heldout_problems(rows, {p["id"] for p in problems}, int(cfg["problems"]), seed)
+    prompt_ids = [
+        tokenizer(build_prompt(p, tokenizer, config=prompt_cfg), add_special_tokens=False)["input_ids"]
+        for p in chosen
+    ]
+    return HeldoutCurve(
+        chosen,
+        prompt_ids,
+        scorer=scorer,
+        extract=extract_program,
+        tokenizer=tokenizer,
+        samples=int(cfg["samples"]),
+        every=int(cfg["every"]),
+        max_new_tokens=int(effective["max_completion_length"]),
+        temperature=float(effective["temperature"]),
+        top_p=float(effective["top_p"]),
+        stop_token_ids=list(trainer.eos_token_ids),
+        seed=seed,
+    )
 
 
 def _cuda_available() -> bool:

@@ -1,0 +1,118 @@
+"""A learning curve on held-out problems, measured during training (``train.heldout``).
+
+The raw training reward cannot show learning: each step sees other prompts, of other difficulty.
+This callback measures the live policy on one fixed set of problems the run never trains on (the
+rows of the training dataset outside the run's ``max_prompts`` subset: same distribution, no test
+data), before the first step and every ``every`` optimizer steps: ``samples`` completions per
+problem from maxk's decode loop (``maxk.generate.decode``, the same seeds at every measurement, so
+two points differ by the policy alone), scored in the run's sandbox. Each point is an entry
+``step, heldout/reward, heldout/pass@1, heldout/entropy`` of the trainer's ``log_history`` (so it is
+saved in checkpoints and survives a resume), merged into that step's row of the run's metrics CSV.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import TrainerCallback
+
+from maxk.analysis.stats import derive_seed
+
+__all__ = ["HeldoutCurve", "heldout_problems"]
+
+
+def heldout_problems(rows: list[dict[str, Any]], train_ids: set[str], count: int, seed: int) -> list[dict]:
+    """``count`` problems of ``rows`` outside ``train_ids``, a seeded choice in file order."""
+    import random
+
+    pool = [r for r in rows if r["id"] not in train_ids]
+    if len(pool) < count:
+        raise ValueError(
+            f"train.heldout.problems={count} but only {len(pool)} training problems are outside the "
+            "run's max_prompts subset: lower heldout.problems or max_prompts, or set heldout: null"
+        )
+    keep = sorted(random.Random(derive_seed(seed, "heldout")).sample(range(len(pool)), count))
+    return [pool[i] for i in keep]
+
+
+class HeldoutCurve(TrainerCallback):
+    """Measure ``problems`` before training and every ``every`` steps (see the module docstring)."""
+
+    def __init__(
+        self,
+        problems: list[dict[str, Any]],
+        prompt_ids: list[list[int]],
+        *,
+        scorer: Any,
+        extract: Any,
+        tokenizer: Any,
+        samples: int,
+        every: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        stop_token_ids: list[int],
+        seed: int,
+    ) -> None:
+        if every < 1 or samples < 1:
+            raise ValueError(f"heldout every and samples must be >= 1, got {every} and {samples}")
+        self.problems, self.prompt_ids = problems, prompt_ids
+        self.scorer, self.extract, self.tokenizer = scorer, extract, tokenizer
+        self.samples, self.every = samples, every
+        self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
+        self.stop_token_ids, self.seed = stop_token_ids, seed
+        self.model: Any = None
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.model = model
+        if not any("heldout/reward" in e for e in state.log_history):
+            state.log_history.append(self.measure(0))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step % self.every == 0 or state.global_step == state.max_steps:
+            state.log_history.append(self.measure(state.global_step))
+
+    def measure(self, step: int) -> dict[str, float]:
+        import torch
+
+        from maxk.generate.decode import QwenDecoder
+
+        model = self.model
+        while hasattr(model, "module"):  # DDP / accelerate wrappers
+            model = model.module
+        generators = [
+            torch.Generator(device=model.device).manual_seed(derive_seed(self.seed, "heldout", p["id"]))
+            for p in self.problems
+        ]
+        was_training = model.training
+        model.eval()
+        try:
+            res = QwenDecoder(model).sample(
+                self.prompt_ids,
+                self.samples,
+                max_new_tokens=self.max_new_tokens,
+                stop_token_ids=self.stop_token_ids,
+                generators=generators,
+                temperature=self.temperature,
+                top_p=self.top_p,
+            )
+        finally:
+            model.train(was_training)
+        texts = self.tokenizer.batch_decode(
+            [t[:-1] if s else t for t, s in zip(res.token_ids, res.stopped, strict=True)],
+            skip_special_tokens=True,
+        )
+        pairs = [(self.problems[i // self.samples], text) for i, text in enumerate(texts)]
+        scores = self.scorer.score([(p, self.extract(t, p)) for p, t in pairs])
+        n = len(scores)
+        row = {
+            "step": step,
+            "heldout/reward": sum(s.reward for s in scores) / n,
+            "heldout/pass@1": sum(float(s.total > 0 and s.passed == s.total) for s in scores) / n,
+            "heldout/entropy": sum(
+                e / max(len(t), 1) for e, t in zip(res.sum_entropy, res.token_ids, strict=True)
+            )
+            / n,
+        }
+        print(f"held-out at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in row.items() if k != "step"))
+        return row

@@ -1,0 +1,80 @@
+"""The held-out learning curve (maxk.train.heldout): fixed problems outside the run, fixed seeds."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from train_helpers import make_trainer
+
+from maxk.train.heldout import HeldoutCurve, heldout_problems
+from maxk.train.run import write_metrics_csv
+
+
+def test_heldout_problems_are_outside_the_run_and_seeded():
+    rows = [{"id": f"p{i}"} for i in range(20)]
+    train = {f"p{i}" for i in range(0, 20, 2)}
+    a = heldout_problems(rows, train, 5, seed=3)
+    assert len(a) == 5 and not {r["id"] for r in a} & train
+    assert a == heldout_problems(rows, train, 5, seed=3)
+    assert [r["id"] for r in a] == sorted((r["id"] for r in a), key=lambda s: int(s[1:]))  # file order
+    with pytest.raises(ValueError, match="only 10 training problems"):
+        heldout_problems(rows, train, 11, seed=3)
+
+
+class DigitScorer:
+    """A trusted stand-in for the sandbox (nothing is executed): reward = digit fraction of the text."""
+
+    def __init__(self):
+        self.calls = []
+
+    def score(self, pairs):
+        self.calls.append([text for _, text in pairs])
+        out = []
+        for _, text in pairs:
+            r = sum(c.isdigit() for c in text) / max(1, len(text))
+            out.append(SimpleNamespace(reward=r, passed=int(r > 0.5), total=1))
+        return out
+
+
+def test_curve_is_measured_before_and_during_training(tiny_model_dir, tmp_path):
+    trainer = make_trainer(tiny_model_dir, tmp_path, max_steps=4)
+    tok = trainer.processing_class
+    problems = [{"id": f"h{i}"} for i in range(3)]
+    ids = [tok(f"Task {i}: print {i}.", add_special_tokens=False)["input_ids"] for i in range(3)]
+    scorer = DigitScorer()
+    curve = HeldoutCurve(
+        problems,
+        ids,
+        scorer=scorer,
+        extract=lambda text, problem: text,
+        tokenizer=tok,
+        samples=4,
+        every=2,
+        max_new_tokens=8,
+        temperature=1.0,
+        top_p=1.0,
+        stop_token_ids=list(trainer.eos_token_ids),
+        seed=0,
+    )
+    trainer.add_callback(curve)
+    trainer.train()
+    points = [e for e in trainer.state.log_history if "heldout/reward" in e]
+    assert [p["step"] for p in points] == [0, 2, 4]
+    assert all(len(c) == 12 for c in scorer.calls)  # 3 problems x 4 samples each time
+    for p, texts in zip(points, scorer.calls, strict=True):
+        expected = sum(sum(c.isdigit() for c in t) / max(1, len(t)) for t in texts) / 12
+        assert p["heldout/reward"] == pytest.approx(expected)
+        assert 0 <= p["heldout/entropy"] < 10
+    # the same seeds at every point: with unchanged weights, the same completions come back
+    again = curve.measure(99)
+    assert again["step"] == 99 and scorer.calls[-1] == scorer.calls[-2]
+    rows = tmp_path / "m.csv"
+    write_metrics_csv(rows, trainer.state.log_history)
+    text = rows.read_text().splitlines()
+    header = text[0].split(",")
+    assert "heldout/reward" in header
+    by_step = {line.split(",")[0]: line.split(",") for line in text[1:]}
+    assert set(by_step) == {"0", "1", "2", "3", "4"}
+    col = header.index("heldout/reward")
+    assert by_step["0"][col] and by_step["2"][col] and not by_step["1"][col]
