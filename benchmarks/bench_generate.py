@@ -2,6 +2,7 @@
 
     python benchmarks/bench_generate.py [--model results/models/base] [--problems 16] [--n 256]
         [--max-new-tokens 96] [--threads 1] [--baseline-problems 4]
+        [--problems-file results/data/suite_test.jsonl.gz]
 
 Both paths are the transformers backend (same prompts, seeds, sampling and per-sample statistics:
 sum of log-probs, exact mean entropy), once with ``decoder="auto"`` (the default: maxk's loop) and once
@@ -64,11 +65,13 @@ def run(backend, prompts, params) -> tuple[float, int, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="results/models/base")
+    ap.add_argument("--problems-file", default="results/data/suite_test.jsonl.gz", help="prompts (if present)")
     ap.add_argument("--problems", type=int, default=16, help="problems through maxk's decode loop")
     ap.add_argument("--baseline-problems", type=int, default=4, help="problems through model.generate")
     ap.add_argument("--n", type=int, default=256)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--max-batch-size", type=int, help="rows per call of the decode loop (default: --n)")
     ap.add_argument(
         "--hidden-size", type=int, default=128, help="random model (default: embedded base sizes)"
     )
@@ -94,21 +97,31 @@ def main() -> None:
         print(f"model: random Qwen2 hidden={args.hidden_size} layers={args.layers} ({args.model} not found)")
     else:
         print(f"model: {model}")
-    fast = TransformersBackend(model, threads=args.threads, max_batch_size=args.n)
+    fast = TransformersBackend(model, threads=args.threads, max_batch_size=args.max_batch_size or args.n)
     slow = TransformersBackend(model, threads=args.threads, max_batch_size=args.n, decoder="generate")
     if fast.decoder is None:
         raise SystemExit(f"{model} is not a Qwen2-family model: maxk's decode loop does not apply")
-    statements = [
-        f"Problem {i}: read {i + 2} integers from standard input and print their sum, their maximum and "
-        f"the number of distinct values, one per line."
-        for i in range(max(args.problems, args.baseline_problems))
-    ]
-    prompts = [
-        fast.tokenizer.apply_chat_template(
-            [{"role": "user", "content": s}], tokenize=False, add_generation_prompt=True
-        )
-        for s in statements
-    ]
+    count = max(args.problems, args.baseline_problems)
+    if Path(args.problems_file).exists():  # the embedded test problems, prompted as the pipeline does
+        from maxk.data.prompts import build_prompt
+        from maxk.io import read_jsonl
+
+        rows = [row for _, row in read_jsonl(args.problems_file)][:count]
+        prompts = [build_prompt(row, fast.tokenizer) for row in rows]
+        print(f"prompts: the first {len(prompts)} problems of {args.problems_file}")
+    else:
+        statements = [
+            f"Problem {i}: read {i + 2} integers from standard input and print their sum, their maximum "
+            f"and the number of distinct values, one per line."
+            for i in range(count)
+        ]
+        prompts = [
+            fast.tokenizer.apply_chat_template(
+                [{"role": "user", "content": s}], tokenize=False, add_generation_prompt=True
+            )
+            for s in statements
+        ]
+        print(f"prompts: {count} synthetic statements ({args.problems_file} not found)")
     params = SamplingParams(n=args.n, max_new_tokens=args.max_new_tokens)
     for backend in (fast, slow):  # warm-up
         backend.generate(prompts[:1], [0], SamplingParams(n=8, max_new_tokens=4))

@@ -62,7 +62,8 @@ def up2(paths: Sequence[str], default: str) -> str:
 
 
 def targets(cfg: Mapping, results: str) -> list[str]:
-    """Every table (tex/md/csv), the significance file and every figure the config declares."""
+    """Every table (tex/md/csv), the significance file, every figure and claim file the config declares,
+    and the metrics of the ``checks`` pairs (scored outside the tables)."""
     out: list[str] = []
     for spec in table_specs(cfg):
         out += [f"{results}/tables/{spec.name}.{ext}" for ext in ("tex", "md", "csv")]
@@ -76,4 +77,5 @@ def targets(cfg: Mapping, results: str) -> list[str]:
         out += [f"{results}/figures/maxk_{d}.{ext}" for ext in ("pdf", "png")]
     if "claims" in cfg:
         out += [f"{results}/claims/claims.{ext}" for ext in ("csv", "md")]
+    out += metrics_paths(results, [tuple(pair) for pair in cfg.get("checks") or []])
     return out

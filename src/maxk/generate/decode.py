@@ -134,12 +134,17 @@ class QwenDecoder:
     def _rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
 
-    def _rope(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """``x`` ``[rows, heads, d]`` rotated to positions ``pos`` ``[rows]``."""
+    def _rope_tables(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cos``, ``sin`` ``[rows, 1, d]`` of positions ``pos`` ``[rows]`` (one step, every layer)."""
         freqs = pos[:, None].to(self.inv_freq.dtype) * self.inv_freq[None, :]
         emb = torch.cat([freqs, freqs], dim=-1)
-        cos = (emb.cos() * self.rope_scaling).to(x.dtype)[:, None, :]
-        sin = (emb.sin() * self.rope_scaling).to(x.dtype)[:, None, :]
+        cos = (emb.cos() * self.rope_scaling).to(dtype)[:, None, :]
+        sin = (emb.sin() * self.rope_scaling).to(dtype)[:, None, :]
+        return cos, sin
+
+    @staticmethod
+    def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """``x`` ``[rows, heads, d]`` rotated (as transformers' ``apply_rotary_pos_emb``)."""
         half = x.shape[-1] // 2
         rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
         return x * cos + rotated * sin
@@ -171,10 +176,11 @@ class QwenDecoder:
         rows = tokens.shape[0]
         h, kvh, g, d = self.heads, self.kv_heads, self.group, self.head_dim
         x = self.embed[tokens]
+        cos, sin = self._rope_tables(positions, x.dtype)
         for li, (ln1, qkv_w, qkv_b, o_w, o_b, ln2, gu_w, down_w) in enumerate(self.layers):
             qkv = F.linear(self._rms(x, ln1), qkv_w, qkv_b)
-            q = self._rope(qkv[:, : h * d].view(rows, h, d), positions)
-            k = self._rope(qkv[:, h * d : (h + kvh) * d].view(rows, kvh, d), positions)
+            q = self._rope(qkv[:, : h * d].view(rows, h, d), cos, sin)
+            k = self._rope(qkv[:, h * d : (h + kvh) * d].view(rows, kvh, d), cos, sin)
             k_cache, v_cache = cache[li]
             k_cache[:, :, step] = k
             v_cache[:, :, step] = qkv[:, (h + kvh) * d :].view(rows, kvh, d)
