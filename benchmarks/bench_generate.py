@@ -65,7 +65,7 @@ def run(backend, prompts, params) -> tuple[float, int, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="results/models/base")
-    ap.add_argument("--problems-file", default="results/data/suite_test.jsonl.gz", help="prompts (if present)")
+    ap.add_argument("--problems-file", default="results/data/suite_test.jsonl.gz", help="prompts, if present")
     ap.add_argument("--problems", type=int, default=16, help="problems through maxk's decode loop")
     ap.add_argument("--baseline-problems", type=int, default=4, help="problems through model.generate")
     ap.add_argument("--n", type=int, default=256)

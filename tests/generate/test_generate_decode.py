@@ -26,10 +26,7 @@ def model_and_prompts():
 
 
 def _sample(decoder, prompts, n, seeds, max_new_tokens=24, stop=(1,), **kw):
-    gens = [torch.Generator().manual_seed(s) for s in seeds]
-    return decoder.sample(
-        prompts, n, max_new_tokens=max_new_tokens, stop_token_ids=stop, generators=gens, **kw
-    )
+    return decoder.sample(prompts, n, max_new_tokens=max_new_tokens, stop_token_ids=stop, seeds=seeds, **kw)
 
 
 def _stop_ids(model_and_prompts):

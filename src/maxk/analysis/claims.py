@@ -178,8 +178,8 @@ def _largest_k(frames: Sequence[pd.DataFrame], metric: str, cap: int) -> int | N
     return max(ok) if ok else None
 
 
-def _aligned(series: Mapping[str, pd.Series], claim_id: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Every run's per-problem values on the same problems (all runs must cover the same ids)."""
+def _aligned(series: Mapping[str, pd.Series], claim_id: str) -> dict[str, np.ndarray]:
+    """Every run's per-problem values, checked to cover the same problems in the same order."""
     ids = None
     for run, s in series.items():
         if ids is None:
@@ -187,8 +187,7 @@ def _aligned(series: Mapping[str, pd.Series], claim_id: str) -> tuple[np.ndarray
         elif not s.index.equals(ids):
             diff = sorted(set(ids).symmetric_difference(s.index))[:5]
             raise ValueError(f"claim {claim_id}: run {run!r} covers other problems than the rest: {diff}")
-    assert ids is not None
-    return np.asarray(ids), {run: s.to_numpy(dtype=np.float64) for run, s in series.items()}
+    return {run: s.to_numpy(dtype=np.float64) for run, s in series.items()}
 
 
 def _combine(side: Side, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, str]:
@@ -277,7 +276,7 @@ def evaluate_claims(
             col = metric_column(claim.metric, k)
             series = {r: f.set_index("problem_id")[col].sort_index() for r, f in frames.items()}
         row["k"] = k
-        _, values = _aligned(series, claim.id)
+        values = _aligned(series, claim.id)
         a, row["a"] = _combine(claim.a, values)
         b, row["b"] = _combine(claim.b, values)
         d = a - b

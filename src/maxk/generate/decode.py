@@ -87,6 +87,13 @@ class DecodeResult:
     sum_logprob: list[float]
     sum_entropy: list[float]
 
+    def texts(self, tokenizer: Any) -> list[str]:
+        """The completions as text, without their stop token (special tokens skipped)."""
+        return tokenizer.batch_decode(
+            [t[:-1] if stop else t for t, stop in zip(self.token_ids, self.stopped, strict=True)],
+            skip_special_tokens=True,
+        )
+
 
 class QwenDecoder:
     """Batched sampling from a Qwen2-family ``model`` (see the module docstring)."""
@@ -212,14 +219,26 @@ class QwenDecoder:
         *,
         max_new_tokens: int,
         stop_token_ids: Sequence[int],
-        generators: Sequence[torch.Generator],
+        seeds: Sequence[int],
         temperature: float = 1.0,
         top_p: float = 1.0,
     ) -> DecodeResult:
-        """``n`` samples of each prompt (token ids), prompt-major; one generator per prompt."""
-        if len(generators) != len(prompts):
-            raise ValueError(f"{len(prompts)} prompts but {len(generators)} generators")
+        """``n`` samples of each prompt (token ids), prompt-major; ``seeds[i]`` seeds prompt i's draws.
+
+        The model runs in eval mode (no dropout) and is put back in its previous mode afterwards.
+        """
+        if len(seeds) != len(prompts):
+            raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds")
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            return self._sample(prompts, n, max_new_tokens, stop_token_ids, seeds, temperature, top_p)
+        finally:
+            self.model.train(was_training)
+
+    def _sample(self, prompts, n, max_new_tokens, stop_token_ids, seeds, temperature, top_p) -> DecodeResult:
         device, dtype = self.embed.device, self.embed.dtype
+        generators = [torch.Generator(device=device).manual_seed(int(seed)) for seed in seeds]
         total = n * len(prompts)
         prefixes, first_logits, lengths = [], [], []
         for ids in prompts:

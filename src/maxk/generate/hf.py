@@ -152,30 +152,22 @@ class TransformersBackend:
         self, prompts: Sequence[str], seeds: Sequence[int], params: SamplingParams
     ) -> list[list[Sample]]:
         """Through ``QwenDecoder``: as many prompts per call as fit in ``max_batch_size`` rows (>= 1)."""
-        import torch
-
         per_call = max(1, self.max_batch_size // params.n)
         out: list[list[Sample]] = []
         for lo in range(0, len(prompts), per_call):
             ids = [self.encode(p) for p in prompts[lo : lo + per_call]]
             if not all(ids):
                 raise ValueError("empty prompt after tokenisation")
-            gens = [
-                torch.Generator(device=self.device).manual_seed(int(s)) for s in seeds[lo : lo + per_call]
-            ]
             res = self.decoder.sample(
                 ids,
                 params.n,
                 max_new_tokens=params.max_new_tokens,
                 stop_token_ids=self.stop_token_ids,
-                generators=gens,
+                seeds=seeds[lo : lo + per_call],
                 temperature=params.temperature,
                 top_p=params.top_p,
             )
-            texts = self.tokenizer.batch_decode(
-                [t[:-1] if stop else t for t, stop in zip(res.token_ids, res.stopped, strict=True)],
-                skip_special_tokens=True,
-            )
+            texts = res.texts(self.tokenizer)
             samples = [
                 Sample(
                     completion=text,

@@ -283,26 +283,15 @@ class MaxKGRPOTrainer(GRPOTrainer):
             self._decoder = QwenDecoder(model)
         self._decoder.refresh()  # the optimizer changed the weights since the last rollout
         step, rank = self.state.global_step, self.accelerator.process_index
-        generators = [
-            torch.Generator(device=model.device).manual_seed(
-                derive_seed(self.args.seed, "rollout", step, rank, g)
-            )
-            for g in range(len(groups))
-        ]
-        was_training = model.training
-        model.eval()
-        try:
-            result = self._decoder.sample(
-                groups,
-                num_generations,
-                max_new_tokens=self.max_completion_length,
-                stop_token_ids=self.eos_token_ids,
-                generators=generators,
-                temperature=self.temperature,
-                top_p=self.top_p,
-            )
-        finally:
-            model.train(was_training)
+        result = self._decoder.sample(
+            groups,
+            num_generations,
+            max_new_tokens=self.max_completion_length,
+            stop_token_ids=self.eos_token_ids,
+            seeds=[derive_seed(self.args.seed, "rollout", step, rank, g) for g in range(len(groups))],
+            temperature=self.temperature,
+            top_p=self.top_p,
+        )
         return result.token_ids, None
 
     def _own_rollouts(self, images) -> bool:

@@ -73,35 +73,21 @@ class HeldoutCurve(TrainerCallback):
             state.log_history.append(self.measure(state.global_step))
 
     def measure(self, step: int) -> dict[str, float]:
-        import torch
-
         from maxk.generate.decode import QwenDecoder
 
         model = self.model
         while hasattr(model, "module"):  # DDP / accelerate wrappers
             model = model.module
-        generators = [
-            torch.Generator(device=model.device).manual_seed(derive_seed(self.seed, "heldout", p["id"]))
-            for p in self.problems
-        ]
-        was_training = model.training
-        model.eval()
-        try:
-            res = QwenDecoder(model).sample(
-                self.prompt_ids,
-                self.samples,
-                max_new_tokens=self.max_new_tokens,
-                stop_token_ids=self.stop_token_ids,
-                generators=generators,
-                temperature=self.temperature,
-                top_p=self.top_p,
-            )
-        finally:
-            model.train(was_training)
-        texts = self.tokenizer.batch_decode(
-            [t[:-1] if s else t for t, s in zip(res.token_ids, res.stopped, strict=True)],
-            skip_special_tokens=True,
+        res = QwenDecoder(model).sample(
+            self.prompt_ids,
+            self.samples,
+            max_new_tokens=self.max_new_tokens,
+            stop_token_ids=self.stop_token_ids,
+            seeds=[derive_seed(self.seed, "heldout", p["id"]) for p in self.problems],
+            temperature=self.temperature,
+            top_p=self.top_p,
         )
+        texts = res.texts(self.tokenizer)
         pairs = [(self.problems[i // self.samples], text) for i, text in enumerate(texts)]
         scores = self.scorer.score([(p, self.extract(t, p)) for p, t in pairs])
         n = len(scores)
