@@ -96,18 +96,18 @@ def load_problems(path: str | os.PathLike[str], limit: int | None, seed: int) ->
 def write_metrics_csv(path: str | os.PathLike[str], log_history: list[dict[str, Any]]) -> int:
     """One row per optimizer step from TRL's ``log_history`` (held-out points merged into their step's
     row; the one before training is step 0); adds ``time/update_s``. Returns row count."""
-    rows: dict[int, dict[str, Any]] = {}
+    by_step: dict[int, dict[str, Any]] = {}
     for entry in log_history:
         if "loss" in entry:
-            row = rows.setdefault(int(entry["step"]), {})
+            row = by_step.setdefault(int(entry["step"]), {})
             row.update(entry)
             gen, rew = row.get("time/generation_s") or 0.0, row.get("time/reward_s") or 0.0
             if row.get("step_time") is not None:
                 row["time/update_s"] = max(0.0, row["step_time"] - gen - rew)
         elif "heldout/reward" in entry:  # maxk.train.heldout: merged into its step's row
-            rows.setdefault(int(entry["step"]), {}).update(entry)
+            by_step.setdefault(int(entry["step"]), {}).update(entry)
         # anything else: the final train_runtime summary
-    rows = [rows[step] for step in sorted(rows)]
+    rows = [by_step[step] for step in sorted(by_step)]
     extra = sorted({k for r in rows for k in r} - set(METRIC_COLUMNS))
     columns = list(METRIC_COLUMNS) + extra
     with atomic_open(path, "w", newline="") as fh:
