@@ -132,3 +132,17 @@ def test_snakemake_dry_run_paper_config():
         "mbpp",
     ):
         assert f"results/data/{name}.jsonl.gz" in res.stdout + res.stderr
+
+
+def test_exact_split_sizes_say_how_many_problems_are_left_over():
+    """The paper's 2,490 / 276 on a pool that keeps more problems: the rest must not vanish silently."""
+    records = [{"id": f"p/{i}", "tests": {"format": "stdio"}, "difficulty": None} for i in range(10)]
+    warnings: list[str] = []
+    parts = split_records(records, {"seed": 1, "sizes": {"train": 5, "test": 2}}, warnings)
+    assert [len(parts["train"]), len(parts["test"])] == [5, 2]
+    assert warnings == [
+        "split uses 7 of the 10 problems left after filtering ({'train': 5, 'test': 2}); 3 are in no part"
+    ]
+    warnings.clear()
+    split_records(records, {"seed": 1, "sizes": {"train": 8, "test": 2}}, warnings)
+    assert warnings == []

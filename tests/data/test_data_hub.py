@@ -5,6 +5,7 @@ import base64
 import json
 import pickle
 import zlib
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -114,7 +115,10 @@ def test_livecodebench_stdin_functional_and_encoded(tmp_path):
     assert by["livecodebench/abc1_a"]["tests"]["cases"][1] == {"input": "5 5\n", "output": "10\n"}
     t = by["livecodebench/3001"]["tests"]
     assert t["format"] == "call" and t["entry_point"] == "check"
-    assert t["cases"] == ["assert check([1, 2], 3) == True", "assert check([], 0) == None"]
+    assert t["cases"] == [
+        "assert _lcb_result(check([1, 2], 3)) == True",
+        "assert _lcb_result(check([], 0)) == None",
+    ]
     assert (
         by["livecodebench/3001"]["difficulty"] == 2 and "starter code" in by["livecodebench/3001"]["prompt"]
     )
@@ -126,6 +130,19 @@ def test_livecodebench_stdin_functional_and_encoded(tmp_path):
         by["livecodebench/3001"],
     )
     assert "def check(*args, **kwargs):\n    return Solution().check(*args, **kwargs)" in prog
+
+
+def test_livecodebench_call_cases_accept_a_tuple_for_a_list_as_its_grader_does(tmp_path):
+    """lcb_runner turns a tuple result into a list before comparing."""
+    from maxk.sandbox import score_programs
+
+    fn = [{"input": "[1, 2]", "output": "[2, 1]", "testtype": "functional"}]
+    path = write_jsonl(tmp_path / "test6.jsonl", [lcb_row("9", fn, [], func="rev")])
+    (problem,) = load("livecodebench", paths=[path])
+    as_tuple = "class Solution:\n    def rev(self, a):\n        return tuple(reversed(a))\n"
+    wrong = "class Solution:\n    def rev(self, a):\n        return (1, 2)\n"
+    programs = [extract_program(f"```python\n{code}```", problem) for code in (as_tuple, wrong)]
+    assert [s.reward for s in score_programs(problem, programs, workers=1)] == [1.0, 0.0]
     assert lcb_files("release_v6")[-1] == "test6.jsonl" and len(lcb_files("release_v6")) == 6
     assert lcb_files("v6") == ["test6.jsonl"]
 
@@ -153,6 +170,46 @@ def test_livebench(tmp_path):
     (rec,) = load("livebench", paths=[str(path)])
     assert rec["id"] == "livebench/q1" and rec["prompt"] == "Double it."
     assert rec["tests"]["cases"] == [{"input": "2\n", "output": "4\n"}]  # duplicates removed
+
+
+def test_livebench_completion_tasks_and_removed_questions(tmp_path):
+    """A coding_completion answer is scored with partial_solution prepended (LiveBench's grader); a
+    question removed on or before the release is kept without tests, with the reason, for the counts."""
+    import datetime as dt
+
+    from maxk.data.prompts import extract_program
+
+    tests = [{"input": "2\n", "output": "4\n", "testtype": "stdin"}]
+    base = {
+        "question_id": "q", "category": "coding", "task": "LCB_generation", "turns": ["Double it."],
+        "question_title": "double", "public_test_cases": json.dumps(tests), "private_test_cases": lcb_encode(tests),
+        "original_json": {"metadata": "{}"}, "release_date": dt.datetime(2024, 6, 1), "citation": "",
+        "livebench_release_date": dt.datetime(2024, 6, 24), "livebench_removal_date": None, "remainder": "",
+        "solution": "", "partial_solution": "",
+    }  # fmt: skip
+    partial = "x = int(input())\n"
+    rows = [
+        {**base, "question_id": "done", "task": "coding_completion", "partial_solution": partial},
+        {**base, "question_id": "gone", "livebench_release_date": dt.datetime(2024, 11, 25),
+         "livebench_removal_date": dt.datetime(2024, 11, 25)},
+        {**base, "question_id": "later", "livebench_removal_date": dt.datetime(2025, 4, 2)},
+    ]  # fmt: skip
+    path = tmp_path / "lb.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    done, gone, later = load("livebench", paths=[str(path)])
+    assert (
+        "removed from LiveBench on 2024-11-25" in gone["meta"]["no_tests_reason"]
+        and not gone["tests"]["cases"]
+    )
+    assert later["tests"]["cases"] and "no_tests_reason" not in later["meta"]  # removed after the release
+    answer = "```python\nprint(x * 2)\n```"
+    assert extract_program(answer, done) == partial + "\nprint(x * 2)\n"
+    assert extract_program(f"```python\n{partial}print(x * 2)\n```", done) == partial + "print(x * 2)\n"
+    assert extract_program(answer, later) == "print(x * 2)\n"  # no partial solution: unchanged
+    (again,) = [
+        r for r in load("livebench", paths=[str(path)], release="2024-11-24") if r["id"].endswith("gone")
+    ]
+    assert again["tests"]["cases"]  # not yet removed at an earlier release
 
 
 def cf_row(pid, contest, index, desc, official=(), examples=(), **extra):
@@ -206,6 +263,35 @@ def test_codeforces_dedupe_and_awkward(tmp_path):
     assert "checker" in reasons["codeforces/303/F"] and reasons["codeforces/304/G"] == "no tests"
 
 
+def test_codeforces_dedupe_by_alias_every_split_and_latex_legend(tmp_path):
+    """Mirror contests (aliases), every CodeContests split, and open-r1's LaTeX legend against
+    CodeContests' plain text, which the whole-statement hash never matched."""
+    plain = (
+        "You are given an integer n (1 ≤ n ≤ 10^5). Print n.\n\nInput\n\nThe only line has n.\n\nOutput\n\nn."
+    )
+    train = write_jsonl(
+        tmp_path / "train.jsonl", [cc_row("1500_A. X", plain, (["1"], ["1"]), cf=(1500, "A"))]
+    )
+    test = write_jsonl(
+        tmp_path / "test.jsonl", [cc_row("1501_C. Y", "Other.", (["1"], ["2"]), cf=(1501, "C"))]
+    )
+    latex = "You are given an integer $$$n$$$ ($$$1 \\le n \\le 10^5$$$). Print $$$n$$$."
+    rows = [
+        cf_row("1499/D", "1499", "D", "Mirror.", official=[("1", "1")], aliases=["1500/A"]),
+        cf_row("1502/B", "1502", "B", latex, official=[("1", "1")]),
+        cf_row("1501/C", "1501", "C", "Test split.", official=[("1", "2")]),
+        cf_row("1503/A", "1503", "A", "Fresh.", official=[("1", "2")]),
+    ]
+    from maxk.data.build import load_source
+
+    opts = {"paths": [write_jsonl(tmp_path / "cf.jsonl", rows)]}
+    res = load_source("codeforces", {**opts, "dedupe_against": [{"paths": [train]}, {"paths": [test]}]})
+    assert [r["id"] for r in res.records] == ["codeforces/1503/A"]
+    assert res.notes["removed_as_codecontests_duplicates"] == {"contest_index": 2, "statement": 1}
+    only_train = load_source("codeforces", {**opts, "dedupe_against": {"paths": [train]}})
+    assert [r["id"] for r in only_train.records] == ["codeforces/1501/C", "codeforces/1503/A"]
+
+
 def test_mbpp_asserts_to_stdio(tmp_path):
     rows = [
         {"task_id": 11, "text": "Remove first and last occurrence of a char.",
@@ -255,4 +341,59 @@ def test_cure_json_list(tmp_path):
     bad = [{"question": "x", "test_input": ["1"]}]
     path.write_text(json.dumps(bad))
     with pytest.raises(DataError, match="row 0: missing field 'test_output'"):
+        load_source("cure", {"paths": [str(path)]})
+
+
+def _rehearsal_fixtures():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "fixtures", Path(__file__).parents[1] / "rehearsal" / "fixtures.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: the field set of CURE's rows (Gen-Verse CodeContests(_train), CodeForces; LiveCodeBench adds difficulty)
+CURE_FIELDS = {"dataset", "question", "test_input", "test_output", "example_input", "example_output", "solutions",
+               "task_id", "test_time_limit", "exe_method"}  # fmt: skip
+
+
+def test_cure_file_at_a_pinned_revision_from_the_hub_cache(tmp_path, monkeypatch):
+    """The paper config reads CURE's `{split}/{Name}.json` at a pinned revision through the hub cache
+    (offline on a compute node); rows carry the real field set, ids come from task_id."""
+    from huggingface_hub import constants
+
+    from maxk.data.build import load_source
+    from maxk.hf_hub import fill_cache
+
+    rows = _rehearsal_fixtures().cure_rows("CodeContests_train", 5)
+    assert set(rows[0]) == CURE_FIELDS
+    assert set(_rehearsal_fixtures().cure_rows("LiveCodeBench", 1)[0]) == CURE_FIELDS | {"difficulty"}
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    sha = "c" * 40
+    fill_cache(tmp_path, "Gen-Verse/CodeContests_train", {"train/CodeContests_train.json": json.dumps(rows)},
+               commit=sha, ref=None, repo_type="dataset")  # fmt: skip
+    opts = {"hub_id": "Gen-Verse/CodeContests_train", "filename": "train/CodeContests_train.json",
+            "revision": sha, "name": "codecontests"}  # fmt: skip
+    res = load_source("cure", opts)
+    assert [r["id"] for r in res.records] == [f"codecontests/{i}" for i in range(5)]
+    assert res.records[0]["time_limit"] == 1.0 and len(res.records[0]["tests"]["cases"]) == 4
+    (entry,) = res.inputs
+    assert (entry["hub"], entry["file"], entry["revision"]) == (opts["hub_id"], opts["filename"], sha)
+    with pytest.raises(DataError, match=r"'Gen-Verse/CodeContests_train'.*'main'.*not in the cache"):
+        load_source("cure", {**opts, "revision": "main"})  # only the pinned commit is cached
+
+
+def test_cure_refuses_the_function_format_the_reused_ids_hold(tmp_path):
+    """Gen-Verse/{MBPP,LiveCodeBench,LiveBench} were reused for dLLM-RL's function-call rows."""
+    from maxk.data.build import load_source
+
+    row = {"question": "Write f.", "test_method": "function", "test_list": ["assert f(1) == 2"],
+           "prefix": "def f(x):", "test_time_limit": 1}  # fmt: skip
+    path = tmp_path / "MBPP.json"
+    path.write_text(json.dumps([row]))
+    with pytest.raises(DataError, match=r"row 0: field 'test_method' is 'function'.*ReasonFlux"):
         load_source("cure", {"paths": [str(path)]})

@@ -228,3 +228,33 @@ def test_parts_of_a_different_job_are_not_reused(tmp_path):
     manifest = _run(problems, out, ToyBackend(), n=3)  # other sampling params: other keys
     assert manifest["stats"]["resumed_problems"] == 0
     assert len(pd.read_parquet(out)) == 15
+
+
+def test_prompts_without_room_for_max_new_tokens_fail_before_any_generation(tmp_path):
+    """A prompt that fits the model but leaves less than max_new_tokens would get completions cut
+    short in silence (vLLM), biasing pass@k down: the shard must refuse, naming the problems."""
+    from maxk.generate.backends import PromptTooLongError, check_prompt_room
+
+    class Words:
+        bos_token = None
+
+        def __call__(self, text, add_special_tokens=True):
+            return {"input_ids": list(range(len(text.split())))}
+
+    class Limited(ToyBackend):
+        tokenizer = Words()
+        max_model_len = 12
+
+        def generate(self, prompts, seeds, params):
+            raise AssertionError("generation must not start")
+
+    problems = [dict(p, prompt=" ".join(["w"] * (2 + 2 * i))) for i, p in enumerate(fx.toy_problems()[:4])]
+    out = tmp_path / "s.parquet"
+    with pytest.raises(PromptTooLongError) as err:  # prompts of 2, 4, 6, 8 words; room 12 - 8 = 4
+        _run(problems, out, Limited(), params=SamplingParams(n=2, max_new_tokens=8))
+    msg = str(err.value)
+    assert "2 of 4 prompts" in msg and f"{problems[2]['id']} (6 tokens)" in msg
+    assert problems[1]["id"] not in msg
+    assert "max_model_len" in msg and not out.exists()
+    check_prompt_room(["a"], [4], 8, 12)  # exactly enough room
+    check_prompt_room(["a"], [10**6], 8, None)  # no known limit: nothing to check

@@ -112,3 +112,20 @@ def test_approx_entropy_tail_bucket():
     pos = {1: Logprob(math.log(0.25)), 2: Logprob(math.log(0.25))}
     want = -2 * 0.25 * math.log(0.25) - 0.5 * math.log(0.5)
     assert approx_entropy(pos) == pytest.approx(want)
+
+
+def test_standin_is_strict_where_vllm_is():
+    """Over the model length: an error for the whole call; near it: completions cut at the limit."""
+    b, _ = _backend(max_model_len=10)
+    assert b.max_model_len == 10
+    with pytest.raises(ValueError, match="longer than the maximum model length of 10"):
+        b.generate(["w " * 11, "a"], [1, 2], Params(n=2, max_new_tokens=4))
+    out = b.generate(["w " * 8], [1], Params(n=4, max_new_tokens=6))
+    assert max(s.num_tokens for s in out[0]) <= 2
+
+
+def test_backend_takes_the_engine_limit_when_none_is_set():
+    from vllm_standin import MODEL_MAX_LEN
+
+    b, _ = _backend()
+    assert b.max_model_len == MODEL_MAX_LEN

@@ -10,7 +10,8 @@ a seeded softmax over a small vocabulary, so tests know the exact entropy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,53 +20,52 @@ VOCAB = 40
 EOS = 0
 
 
-@dataclass
-class Logprob:
-    logprob: float
-    rank: int | None = None
-    decoded_token: str | None = None
+def _load_objects():
+    """vLLM's output and parameter classes, from the rehearsal's stand-in package (one definition),
+    loaded under another name: a module called ``vllm`` in this process would make TRL take it for vLLM."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "rehearsal" / "stand_ins" / "vllm" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("maxk_rehearsal_vllm", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
-@dataclass
-class CompletionOutput:
-    index: int
-    text: str
-    token_ids: list[int]
-    cumulative_logprob: float | None
-    logprobs: list[dict[int, Logprob]] | None
-    finish_reason: str | None = None
-    stop_reason: int | str | None = None
-
-
-@dataclass
-class RequestOutput:
-    request_id: str
-    prompt: str | None
-    prompt_token_ids: list[int] | None
-    prompt_logprobs: Any
-    outputs: list[CompletionOutput]
-    finished: bool
-    extra: dict = field(default_factory=dict)
-
-
-@dataclass
-class SamplingParams:
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_tokens: int | None = 16
-    seed: int | None = None
-    logprobs: int | None = None
-    stop_token_ids: list[int] | None = None
-    skip_special_tokens: bool = True
+_objects = _load_objects()
+Logprob = _objects.Logprob
+CompletionOutput = _objects.CompletionOutput
+RequestOutput = _objects.RequestOutput
+SamplingParams = _objects.SamplingParams
 
 
 class FakeTokenizer:
+    """One token per whitespace-separated word (ids 1..VOCAB-1 by hash), like a real tokenizer's call."""
+
     eos_token_id = EOS
+    bos_token = None
 
     def get_vocab(self):
         return {"<|im_end|>": EOS, **{f"t{i}": i for i in range(1, VOCAB)}}
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": [1 + sum(map(ord, w)) % (VOCAB - 1) for w in text.split()]}
+
+
+@dataclass
+class ModelConfig:
+    max_model_len: int
+
+
+@dataclass
+class LLMEngine:
+    model_config: ModelConfig
+
+
+#: the stand-in model's own context length (vLLM takes it from the model config when max_model_len is None)
+MODEL_MAX_LEN = 2048
 
 
 def position_logprobs(rng: np.random.Generator) -> np.ndarray:
@@ -80,22 +80,34 @@ class FakeLLM:
 
     def __init__(self, **kwargs: Any) -> None:
         self.kwargs = kwargs
+        self.llm_engine = LLMEngine(ModelConfig(kwargs.get("max_model_len") or MODEL_MAX_LEN))
+        self.tokenizer = FakeTokenizer()
         self.calls: list[tuple[list[str], list[SamplingParams]]] = []
         self.exact_entropies: dict[tuple[int, int], list[float]] = {}
 
     def get_tokenizer(self) -> FakeTokenizer:
-        return FakeTokenizer()
+        return self.tokenizer
 
     def generate(self, prompts, sampling_params, use_tqdm=True):
         self.calls.append((list(prompts), list(sampling_params)))
         outs = []
+        limit = self.llm_engine.model_config.max_model_len
+        prompt_ids = [self.tokenizer(p)["input_ids"] for p in prompts]
+        for ids in prompt_ids:  # as vLLM: a prompt over the limit fails the whole call
+            if len(ids) > limit:
+                raise ValueError(
+                    f"The decoder prompt (length {len(ids)}) is longer than the maximum model length "
+                    f"of {limit}."
+                )
         for r, (prompt, sp) in enumerate(zip(prompts, sampling_params, strict=True)):
             completions = []
+            # as vLLM: generation also stops (finish_reason "length") when the sequence fills the model
+            budget = min(sp.max_tokens, limit - len(prompt_ids[r]))
             for j in range(sp.n):
                 rng = np.random.default_rng([sp.seed, j])
                 ids, positions, ents = [], [], []
                 finish = "length"
-                for _ in range(sp.max_tokens):
+                for _ in range(budget):
                     lp = position_logprobs(rng)
                     p = np.exp(lp)
                     ents.append(float(-(p * lp).sum()))
@@ -124,5 +136,5 @@ class FakeLLM:
                     )
                 )
             completions.reverse()
-            outs.append(RequestOutput(str(r), prompt, [1, 2, 3], None, completions, True))
+            outs.append(RequestOutput(str(r), prompt, prompt_ids[r], None, completions, True))
         return outs

@@ -533,3 +533,42 @@ def test_preloading_numpy_keeps_every_layer(default_layers):
         assert scorer.layers == default_layers
         program = "import numpy\ndef add(a, b):\n    return int(numpy.add(a, b))\n"
         assert scorer.score([(ADD, program)])[0].reward == 1.0
+
+
+def test_default_workers_share_the_job_cpus_among_the_ranks_of_a_node(monkeypatch):
+    """Eight training ranks each used to start os.cpu_count() workers, all scoring at once."""
+    from maxk.sandbox import scorer as scorer_module
+
+    monkeypatch.setattr(scorer_module.os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert scorer_module.default_workers() == 64
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    assert scorer_module.default_workers() == 8
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "16")  # the job's share, when affinity is not narrowed
+    assert scorer_module.default_workers() == 2
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "32")
+    assert scorer_module.default_workers() == 1
+
+
+def _stdio(program_input: str = "") -> dict:
+    cases = [{"input": program_input, "output": "done\n"}]
+    return dict(ECHO, id="u/cpu", tests={"format": "stdio", "cases": cases})
+
+
+def test_stdio_time_limit_is_cpu_time_and_the_wall_clock_only_stops_sleepers():
+    """A busy program is judged by the CPU time it used, so load on the machine cannot fail a correct
+    program; a program that sleeps (no CPU) meets only the wall-clock bound, timeout_s x wall_factor."""
+    naps = "import time\ntime.sleep({})\nprint('done')\n"
+    busy = (
+        "import time\nt = time.process_time()\nwhile time.process_time() - t < {}:\n    pass\nprint('done')\n"
+    )
+    with Scorer(workers=1, timeout_s=1.0, wall_factor=3.0) as scorer:
+        short_nap, long_nap, over_cpu, within_cpu = scorer.score(
+            [(_stdio(), naps.format(1.5)), (_stdio(), naps.format(30)), (_stdio(), busy.format(1.3)),
+             (_stdio(), busy.format(0.1))]
+        )  # fmt: skip
+    assert short_nap.verdicts == ("ok",)  # 1.5 s of wall clock, no CPU: within 1 s x 3
+    assert long_nap.verdicts == ("timeout",)
+    assert over_cpu.verdicts == ("timeout",)  # 1.3 s of CPU: over 1 s (RLIMIT_CPU alone allows 2 s)
+    assert within_cpu.verdicts == ("ok",)

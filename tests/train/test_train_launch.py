@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from maxk.train.launch import grpo_kwargs, launch_prefix, run_config, run_hash, train_config_json
+from maxk.train.launch import check_run, grpo_kwargs, launch_prefix, run_config, run_hash, train_config_json
 from maxk.train.run import SandboxReward, write_metrics_csv
 
 ROOT = Path(__file__).parents[2]
@@ -36,6 +36,9 @@ def test_launch_prefix_cpu_and_gpu():
     ds = yaml.safe_load((ROOT / launch["accelerate_config"]).read_text())
     assert ds["distributed_type"] == "DEEPSPEED" and ds["deepspeed_config"]["zero_stage"] == 2
     assert "--main_process_port" in launch_prefix({**launch, "main_process_port": 29511}, 2)
+    # a job run in another working directory (snakemake --directory) still finds the config
+    cmd = shlex.split(launch_prefix(launch, 8, basedir=str(ROOT)))
+    assert cmd[cmd.index("--config_file") + 1] == str(ROOT / "workflow/deepspeed/zero2.yaml")
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
@@ -54,6 +57,19 @@ def test_every_run_maps_to_a_valid_trainer_config(name, tmp_path):
         assert args.num_iterations == entry.get("num_iterations", cfg["train"]["num_iterations"])
         assert json.loads(train_config_json(cfg, run))["run"] == entry
     assert len(hashes) == len(cfg["runs"])  # distinct checkpoint directories
+
+
+def test_checkpoints_fall_between_generation_batches():
+    """save_steps must be a multiple of the PPO iterations: a resume mid-cycle replays a used batch."""
+    check_run("r", {"save_steps": 21, "num_iterations": 3})
+    check_run("r", {"save_steps": 5, "num_iterations": 1})
+    with pytest.raises(ValueError, match=r"run 'r'.*save_steps = 20.*num_iterations = 3.*use e\.g\. 21"):
+        check_run("r", {"save_steps": 20, "num_iterations": 3})
+    cfg = _config("paper.yaml")
+    cfg["train"]["save_steps"] = 20
+    with pytest.raises(ValueError, match="grpo_continuous"):  # planning fails, naming the run
+        train_config_json(cfg, "grpo_continuous")
+    assert train_config_json(cfg, "grpo_e1_ppo1")  # one PPO iteration: any interval
 
 
 def test_paper_values():
@@ -149,6 +165,7 @@ def test_cli_rejects_bad_config(tmp_path, capsys):
         == 1
     )
     assert "not valid JSON" in capsys.readouterr().err
+    (tmp_path / "d").write_bytes(b"")
     assert (
         main(
             [
@@ -160,7 +177,7 @@ def test_cli_rejects_bad_config(tmp_path, capsys):
                 "--model",
                 str(tmp_path / "missing"),
                 "--data",
-                "d",
+                str(tmp_path / "d"),
                 "--out",
                 "o",
                 "--metrics",
@@ -222,5 +239,6 @@ def test_paper_dag_lists_ten_gpu_training_runs():
     assert len(runs) == 10
     for run in runs:
         assert f"results/models/{run}" in text and f"--run {run} " in text
-    assert text.count("accelerate launch --config_file workflow/deepspeed/zero2.yaml --num_processes 8") >= 10
+    launch = f"accelerate launch --config_file {ROOT / 'workflow/deepspeed/zero2.yaml'} --num_processes 8"
+    assert text.count(launch) >= 10
     assert "gpu=8" in text

@@ -43,7 +43,7 @@ def test_train_run_writes_outputs_and_resumes(tiny_model_dir, tmp_path):
     data = tmp_path / "train.jsonl.gz"
     write_jsonl(data, _problems(6))
     train = dict(
-        dataset="x", max_prompts=None, max_steps=4, save_steps=1, num_generations=4, temperature=1.0,
+        dataset="x", max_prompts=None, max_steps=4, save_steps=2, num_generations=4, temperature=1.0,
         top_p=1.0,
         max_completion_length=6, learning_rate=1e-3, beta=0.01, use_bias_correction_kl=False, epsilon=0.2,
         num_iterations=2, num_train_epochs=1, loss_type="grpo", per_device_train_batch_size=4,

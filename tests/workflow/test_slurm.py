@@ -60,7 +60,9 @@ def dry_run_jobs(output: str) -> list[tuple[str, dict[str, str]]]:
 
 
 def test_paper_config_plans_every_job_on_slurm() -> None:
-    res = run(["-n", "--forceall", "--configfile", "config/paper.yaml", "--profile", str(PROFILE)])
+    """As the README types it, from the repository root: `--profile slurm` (./slurm links the profile)."""
+    assert (ROOT / "slurm").resolve() == PROFILE.resolve()
+    res = run(["-n", "--forceall", "--configfile", "config/paper.yaml", "--profile", "slurm"])
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     jobs = dry_run_jobs(res.stdout + res.stderr)
     counts = Counter(rule for rule, _ in jobs)

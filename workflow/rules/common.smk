@@ -2,6 +2,7 @@
 import json
 
 from maxk.provenance import config_hash
+from maxk.workflow.resources import retry_resources
 
 #: Final outputs of every stage; each rule file extends it and `rule all` requests it.
 ALL_TARGETS = []
@@ -25,27 +26,11 @@ def threads_of(name):
     return rule_resources(name).get("threads", 1)
 
 
-def _grows(base):
-    """A resource callable: the configured value times the attempt (1, 2, 3 with `retries: 2`)."""
-    return lambda wildcards, attempt: int(base) * attempt
-
-
 def resources_of(name, table=None):
-    """`resources: **resources_of(name)`: mem_mb and runtime grow with each retry, gpu if any.
-
-    `table` replaces config['resources'] lookups for rules that compute their own (generation).
-    """
-    res = dict(rule_resources(name) if table is None else table)
-    res.pop("threads", None)
-    out = {
-        "mem_mb": _grows(res.pop("mem_mb", 2000)),
-        "runtime": _grows(res.pop("runtime", 30)),
-    }
-    gpu = int(res.pop("gpu", 0) or 0)
-    if gpu:
-        out["gpu"] = gpu
-    out.update(res)
-    return out
+    """`resources: **resources_of(name)`: mem_mb and runtime grow with each retry up to the rule's
+    caps (maxk.workflow.resources), gpu if any. `table` replaces config['resources'] lookups for
+    rules that compute their own (generation)."""
+    return retry_resources(rule_resources(name) if table is None else table)
 
 
 def config_json(*keys):

@@ -44,10 +44,11 @@ rule generate_shard:
     params:
         config=lambda wc: gen_rules.job_config_json(config),
         model_path=lambda wc: gen_rules.model_path(config, wc.model),
+        revision=lambda wc: gen_rules.model_revision_arg(config, wc.model),
         num_shards=config["generate"]["num_shards"],
         shard=lambda wc: wc.get("shard", "0"),
     shell:
-        "maxk generate --model-path {params.model_path:q} --model-name {wildcards.model} "
+        "maxk generate --model-path {params.model_path:q} {params.revision} --model-name {wildcards.model} "
         "--problems {input.problems} --dataset {wildcards.dataset} "
         "--shard {params.shard} --num-shards {params.num_shards} --threads {threads} "
         "--config-json {params.config:q} --output {output.samples} > {log} 2>&1"

@@ -3,6 +3,7 @@
 # with as many processes as the rule's `gpu` resource; built by maxk.train.launch.launch_prefix.
 import json
 
+from maxk.generate.rules import model_revision_arg
 from maxk.train.launch import launch_prefix, train_config_json
 
 BASE = config["base_model"]
@@ -61,13 +62,16 @@ rule train:
     params:
         config=lambda wc: train_config_json(config, wc.run),
         model=lambda wc, input: input.model if BASE["build"] else BASE["path"],
+        revision=model_revision_arg(config, "base"),
         checkpoints=config["train"].get("checkpoints", "work/checkpoints"),
         launch=launch_prefix(
-            config["train"]["launch"], rule_resources("train").get("gpu", 0)
+            config["train"]["launch"],
+            rule_resources("train").get("gpu", 0),
+            basedir=workflow.basedir,
         ),
     shell:
         "{params.launch} train --run {wildcards.run} --config-json {params.config:q} "
-        "--model {params.model} --data {input.data} --out {output.model} "
+        "--model {params.model} {params.revision} --data {input.data} --out {output.model} "
         "--metrics {output.metrics} --checkpoints {params.checkpoints} > {log} 2>&1"
 
 

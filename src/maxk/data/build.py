@@ -140,12 +140,16 @@ def prompt_length(problem: dict[str, Any], tokenizer: Any, prompt_config: dict[s
     return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def load_tokenizer(spec: str | None) -> Any:
+def load_tokenizer(spec: str | None, revision: str | None = None) -> Any:
+    """The tokenizer that measures prompt lengths: a local directory or a hub id at ``revision``
+    (``maxk.hf_hub.resolve_model``); None when ``spec`` is empty (lengths in UTF-8 bytes)."""
     if not spec:
         return None
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(spec)
+    from maxk.hf_hub import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(spec, revision))
 
 
 def apply_filters(
@@ -238,7 +242,8 @@ def split_records(
     """Seeded random split into named parts (exact sizes or fractions), optionally stratified.
 
     Records keep their source order inside each part. If exact sizes exceed the pool, the sizes are
-    scaled down proportionally with a loud warning naming both numbers.
+    scaled down proportionally with a loud warning naming both numbers; if they leave problems over,
+    a warning says how many are in no part.
     """
     sizes = dict(split["sizes"])
     seed = split.get("seed", 0)
@@ -251,8 +256,16 @@ def split_records(
             warnings.append(msg)
             warn(msg)
             sizes = {k: v / want for k, v in sizes.items()}
-        elif stratify:
-            sizes = {k: v / n for k, v in sizes.items()}
+        else:
+            if want < n:  # the paper's sizes on a larger pool: the rest is in no part, say so
+                msg = (
+                    f"split uses {want} of the {n} problems left after filtering ({sizes}); "
+                    f"{n - want} are in no part"
+                )
+                warnings.append(msg)
+                warn(msg)
+            if stratify:
+                sizes = {k: v / n for k, v in sizes.items()}
     groups: dict[str, list[int]] = {}
     for i, r in enumerate(records):
         key = _stratum(r, stratify)
@@ -336,7 +349,7 @@ def build_dataset(
     entry, pool_name, pool = dataset_config(name, config)
     data_cfg = config.get("data") or {}
     if tokenizer is None and data_cfg.get("tokenizer") and pool.get("max_prompt_tokens") is not None:
-        tokenizer = load_tokenizer(data_cfg["tokenizer"])
+        tokenizer = load_tokenizer(data_cfg["tokenizer"], data_cfg.get("tokenizer_revision"))
     warnings: list[str] = []
     src = load_source(pool["source"], pool.get("options"))
     where = f"source {pool['source']!r} (pool {pool_name!r})"
@@ -396,6 +409,7 @@ def build_dataset(
             for k in ("max_difficulty", "keep_unknown_difficulty", "max_prompt_tokens", "max_tests")
         },
         "tokenizer": data_cfg.get("tokenizer"),
+        "tokenizer_revision": data_cfg.get("tokenizer_revision"),
         "length_unit": "tokens" if tokenizer is not None else "utf-8 bytes",
         "split": split,
         "seed": (split or {}).get("seed"),

@@ -82,10 +82,22 @@ def _read_local(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def read_rows(
     *, hub_id: str | None = None, split: str = "test", revision: str | None = None,
     paths: Iterable[str] | None = None, name: str | None = None, data_files: list[str] | None = None,
+    filename: str | None = None,
 ) -> tuple[list[Row], list[dict[str, Any]]]:  # fmt: skip
-    """Rows from local files (``paths``) or the hub; plus the manifest's ``inputs`` entries."""
+    """Rows from local files (``paths``), one file of a hub repository (``hub_id`` + ``filename`` at
+    ``revision``, through the hub cache) or a hub dataset; plus the manifest's ``inputs`` entries."""
     rows: list[Row] = []
     inputs: list[dict[str, Any]] = []
+    if hub_id and filename and not paths:
+        from maxk.hf_hub import dataset_file
+
+        try:
+            local = dataset_file(hub_id, filename, revision)
+        except FileNotFoundError as exc:
+            raise DataError(str(exc)) from None
+        rows, inputs = read_rows(paths=[local])
+        inputs = [{"hub": hub_id, "file": filename, "revision": revision, "sha256": inputs[0]["sha256"]}]
+        return [(f"{hub_id}@{revision or 'main'}:{filename}", i, row) for _, i, row in rows], inputs
     if paths:
         for p in paths:
             path = Path(p)
@@ -246,6 +258,11 @@ def _row_lcb_tests(row: dict[str, Any], where: str, qid: str) -> list[dict[str, 
     return tests
 
 
+#: LiveCodeBench's grader turns a tuple result into a list before comparing (lcb_runner
+#: testing_util.grade_call_based); the cases do the same, in the trusted judge.
+LCB_CALL_SETUP = "def _lcb_result(value):\n    return list(value) if isinstance(value, tuple) else value\n"
+
+
 def lcb_tests(
     tests: list[dict[str, Any]], func_name: str | None, where: str, idx: Any
 ) -> tuple[dict[str, Any], str | None]:
@@ -267,8 +284,8 @@ def lcb_tests(
             except (json.JSONDecodeError, KeyError, AttributeError):
                 return {"format": "stdio", "cases": []}, "functional test not valid JSON"
             call = f"{func_name}({', '.join(_py_literal(a) for a in args)})"
-            cases.append(f"assert {call} == {_py_literal(expected)}")
-        return {"format": "call", "entry_point": func_name, "setup": "", "cases": cases}, None
+            cases.append(f"assert _lcb_result({call}) == {_py_literal(expected)}")
+        return {"format": "call", "entry_point": func_name, "setup": LCB_CALL_SETUP, "cases": cases}, None
     return {"format": "stdio", "cases": []}, f"unknown or mixed test types {sorted(map(str, kinds))}"
 
 
@@ -325,11 +342,32 @@ def load_livecodebench(
     return SourceResult(_unique_ids(out), inputs, {"version": version, "files": files or list(paths or [])})
 
 
+def livebench_date(value: Any) -> str:
+    """A LiveBench date as 'YYYY-MM-DD' ('' for none): the hub stores timestamps (older revisions:
+    strings, '' meaning "not removed"); LiveBench compares them as such strings."""
+    import datetime as dt
+
+    if value is None or value == "":
+        return ""
+    if isinstance(value, dt.datetime | dt.date):
+        return value.strftime("%Y-%m-%d")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%d")
+    return str(value)[:10]
+
+
 def load_livebench(
     hub_id: str = "livebench/coding", split: str = "test", revision: str | None = None,
-    paths: list[str] | None = None,
+    paths: list[str] | None = None, release: str | None = None,
 ) -> SourceResult:  # fmt: skip
+    """LiveBench's coding questions as of LiveBench release ``release`` ('YYYY-MM-DD'; default: the
+    latest ``livebench_release_date`` in the data): a question removed on or before it is kept with no
+    tests and the reason, so the ``no_tests`` filter counts it (LiveBench keeps a question when its
+    ``livebench_removal_date`` is empty or later than the release). ``partial_solution`` stays in
+    ``meta``: for completion tasks the scored program starts with it (``maxk.data.prompts``), as
+    LiveBench's grader prepends it to an answer that does not already start with it."""
     rows, inputs = read_rows(hub_id=hub_id, split=split, revision=revision, paths=paths)
+    as_of = release or max((livebench_date(r.get("livebench_release_date")) for _, _, r in rows), default="")
     out = []
     for where, idx, row in rows:
         qid = str(_need(where, idx, row, "question_id", (str, int)))
@@ -342,8 +380,12 @@ def load_livebench(
         meta_raw = orig.get("metadata") or "{}"
         metadata = json.loads(meta_raw) if isinstance(meta_raw, str) else dict(meta_raw)
         t, reason = lcb_tests(_row_lcb_tests(row, where, qid), metadata.get("func_name"), where, qid)
+        removed = livebench_date(row.get("livebench_removal_date"))
+        if removed and removed <= as_of:
+            reason = f"removed from LiveBench on {removed} (release {as_of})"
         meta = {"task": row.get("task"), "title": row.get("question_title"),
-                "partial_solution": row.get("partial_solution")}  # fmt: skip
+                "partial_solution": row.get("partial_solution"),
+                "livebench_removal_date": removed or None}  # fmt: skip
         if t["format"] == "call":
             meta.update({"call_style": "class_method", "class_name": "Solution"})
         out.append(
@@ -356,6 +398,31 @@ def load_livebench(
 def normalise_statement(text: str) -> str:
     """Lower-case, strip LaTeX dollars and all non-alphanumerics: equal statements hash equal."""
     return re.sub(r"[^a-z0-9]+", "", text.replace("$", "").lower())
+
+
+#: characters of the normalised legend that identify a problem across sources
+LEGEND_CHARS = 200
+
+
+def legend_key(text: str) -> str:
+    """The first ``LEGEND_CHARS`` letters and digits of a statement's legend (the text before its
+    Input section), LaTeX commands and markup removed: open-r1's LaTeX ``description`` and CodeContests'
+    plain-text ``description`` (legend, then Input/Output/Examples inline) give the same key for the
+    same problem more often than whole statements do. Best effort: a reworded legend is missed."""
+    legend = re.split(r"\n\s*-*\s*Input\s*-*\s*\n", text, maxsplit=1)[0]
+    legend = re.sub(r"\\[A-Za-z]+", "", legend)
+    return normalise_statement(legend)[:LEGEND_CHARS]
+
+
+def cf_keys(row: dict[str, Any]) -> set[tuple[str, str]]:
+    """(contest id, index) of an open-r1 row under its own id and each of its ``aliases``
+    (``"contest/index"``: the Div. 1 / Div. 2 mirrors of one problem)."""
+    keys = {(str(row.get("contest_id")), str(row.get("index")))}
+    for alias in [row.get("id"), *(row.get("aliases") or [])]:
+        if isinstance(alias, str) and "/" in alias:
+            contest, index = alias.split("/", 1)
+            keys.add((contest, index))
+    return keys
 
 
 def statement_hash(text: str) -> str:
@@ -377,32 +444,36 @@ def _cf_statement(row: dict[str, Any]) -> str:
 
 def load_codeforces(
     hub_id: str = "open-r1/codeforces", split: str = "test", revision: str | None = None,
-    paths: list[str] | None = None, dedupe_against: dict[str, Any] | None = None,
+    paths: list[str] | None = None, dedupe_against: dict[str, Any] | list[dict[str, Any]] | None = None,
 ) -> SourceResult:  # fmt: skip
     """CodeForces problems (test split), minus those also in CodeContests (``dedupe_against``: the
-    options of a ``codecontests`` source), matched by contest id + index or by normalised statement."""
+    options of a ``codecontests`` source, or a list of them: give every split, train, valid and test).
+    A problem is a duplicate when its contest id + index, or one of its ``aliases`` (mirror contests),
+    is a CodeContests problem's ``cf_contest_id`` + ``cf_index``, or else when its legend matches one
+    (``legend_key``, best effort). The counts of each are in the notes."""
     rows, inputs = read_rows(hub_id=hub_id, split=split, revision=revision, paths=paths)
     keys: set[tuple[str, str]] = set()
-    hashes: set[str] = set()
+    legends: set[str] = set()
     notes: dict[str, Any] = {}
-    if dedupe_against is not None:
-        cc = load_codecontests(**dedupe_against)
+    sources = [dedupe_against] if isinstance(dedupe_against, dict) else list(dedupe_against or [])
+    for options in sources:
+        cc = load_codecontests(**options)
         inputs += cc.inputs
         for r in cc.records:
             m = r["meta"]
             if m.get("cf_contest_id") and m.get("cf_index"):
                 keys.add((str(m["cf_contest_id"]), str(m["cf_index"])))
-            hashes.add(statement_hash(r["prompt"]))
+            legends.add(legend_key(r["prompt"]))
+    legends.discard("")
     out = []
     dup = {"contest_index": 0, "statement": 0}
     for where, idx, row in rows:
         pid = str(_need(where, idx, row, "id"))
         desc = _need(where, idx, row, "description")
-        key = (str(row.get("contest_id")), str(row.get("index")))
-        if key in keys:
+        if cf_keys(row) & keys:
             dup["contest_index"] += 1
             continue
-        if statement_hash(desc) in hashes or statement_hash(_cf_statement(row)) in hashes:
+        if legend_key(desc) in legends:
             dup["statement"] += 1
             continue
         tests = row.get("official_tests") or []
@@ -536,15 +607,25 @@ def _int_or_none(v: Any) -> int | None:
 
 def load_cure(
     hub_id: str | None = None, split: str = "test", revision: str | None = None,
-    paths: list[str] | None = None,
+    paths: list[str] | None = None, filename: str | None = None,
     name: str = "cure", include_examples: bool = False,
 ) -> SourceResult:  # fmt: skip
     """CURE's preprocessed stdin/stdout sets: ``question``, ``test_input``/``test_output`` (the reward
     tests), ``example_input``/``example_output`` (shown in the question; added only with
-    ``include_examples``), ``test_time_limit`` (seconds). ``name`` prefixes the ids (``codecontests/17``)."""
-    rows, inputs = read_rows(hub_id=hub_id, split=split, revision=revision, paths=paths)
+    ``include_examples``), ``test_time_limit`` (seconds). ``name`` prefixes the ids (``codecontests/17``).
+    ``filename`` reads one JSON file of the repository (CURE's ``{split}/{Name}.json``) at ``revision``.
+
+    Rows in the function-call format that later uploads under some of the same ids hold
+    (``test_method: function``, ``test_list`` of asserts) are refused, naming the field."""
+    rows, inputs = read_rows(hub_id=hub_id, split=split, revision=revision, paths=paths, filename=filename)
     out = []
     for where, idx, row in rows:
+        if row.get("test_method", "stdio") != "stdio" or ("test_list" in row and "test_input" not in row):
+            raise DataError(
+                f"file {where}: row {idx}: field 'test_method' is {row.get('test_method')!r} with a "
+                "'test_list' of asserts: the function-call format, not CURE's stdin/stdout rows "
+                "(test_input/test_output); use the *-ReasonFlux id or a revision that holds the stdio set"
+            )
         q = _need(where, idx, row, "question")
         tin = _need(where, idx, row, "test_input", list)
         tout = _need(where, idx, row, "test_output", list)

@@ -11,7 +11,9 @@ the best fenced code block (```python ...```; an unterminated fence from a trunc
 taken to the end), else the code part of a bare completion (prose lines before and after are cut until
 it parses). For ``call`` problems it also repairs function-only completions: a body continuing a code
 stub (HumanEval) is appended to the stub, and a function that uses names the stub imports or defines
-(``List``, helper functions) gets them prepended. It never executes anything.
+(``List``, helper functions) gets them prepended. A problem with a ``meta.partial_solution`` (LiveBench's
+completion tasks) has it prepended to a program that does not already start with it, as LiveBench's
+grader does. It never executes anything.
 """
 
 from __future__ import annotations
@@ -227,4 +229,7 @@ def extract_program(completion: str, problem: dict[str, Any]) -> str:
     code = code.strip("\n") + "\n" if code.strip() else ""
     if problem.get("tests", {}).get("format") == "call" and code:
         code = _repair_call(code, problem)
+    partial = (problem.get("meta") or {}).get("partial_solution")
+    if partial and not code.startswith(partial):  # LiveBench's completion tasks, as its grader does
+        code = partial + "\n" + code
     return code

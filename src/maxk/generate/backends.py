@@ -76,6 +76,7 @@ class Backend(Protocol):
     entropy_kind: str
     prompts_per_call: int  # prompts handed to one ``generate`` call by the job runner
     tokenizer: Any  # the model's tokenizer (the prompt builder applies its chat template)
+    max_model_len: int | None  # most tokens one sequence (prompt + completion) may hold; None = unknown
 
     def generate(
         self, prompts: Sequence[str], seeds: Sequence[int], params: SamplingParams
@@ -84,6 +85,45 @@ class Backend(Protocol):
     def describe(self) -> dict[str, Any]:
         """Backend settings for the manifest (name, dtype, device, parallelism, ...)."""
         ...
+
+
+def prompt_token_ids(tokenizer: Any, prompt: str) -> list[int]:
+    """Prompt ids as vLLM tokenises a plain string prompt: special tokens are added unless the prompt
+    already starts with the BOS text (a chat-templated prompt)."""
+    bos = getattr(tokenizer, "bos_token", None)
+    add = not (bos and prompt.startswith(bos))
+    return list(tokenizer(prompt, add_special_tokens=add)["input_ids"])
+
+
+class PromptTooLongError(ValueError):
+    """A prompt leaves less than ``max_new_tokens`` of the model's length limit (see check_prompt_room)."""
+
+
+def check_prompt_room(
+    ids: Sequence[str],
+    prompt_tokens: Sequence[int],
+    max_new_tokens: int,
+    max_model_len: int | None,
+    *,
+    where: str = "",
+) -> None:
+    """Fail before any generation unless every prompt leaves room for ``max_new_tokens``.
+
+    A prompt over the model's length limit fails a whole vLLM call; one that fits with less room than
+    ``max_new_tokens`` has its completions cut short without an error, biasing pass@k and max@k down.
+    The message names every offending problem (the first ten) and both ways out."""
+    if max_model_len is None:
+        return
+    room = max_model_len - max_new_tokens
+    over = [(pid, n) for pid, n in zip(ids, prompt_tokens, strict=True) if n > room]
+    if not over:
+        return
+    shown = ", ".join(f"{pid} ({n} tokens)" for pid, n in over[:10]) + (" ..." if len(over) > 10 else "")
+    raise PromptTooLongError(
+        f"{where}{len(over)} of {len(ids)} prompts leave fewer than max_new_tokens = {max_new_tokens} "
+        f"tokens of the model length {max_model_len} (longest prompt allowed: {room} tokens): {shown}. "
+        "Raise generate.vllm.max_model_len, or filter the pool with data.pools.<pool>.max_prompt_tokens."
+    )
 
 
 def resolve_stop_token_ids(

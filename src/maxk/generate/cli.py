@@ -124,7 +124,7 @@ def _generate(args: argparse.Namespace) -> int:
         raise UserError(f"--config-json is not valid JSON ({exc.msg})") from exc
     from pathlib import Path
 
-    from maxk.generate.backends import SamplingParams
+    from maxk.generate.backends import PromptTooLongError, SamplingParams
     from maxk.generate.run import model_fingerprint, run_shard
 
     gen = config.get("generate", {})
@@ -143,27 +143,36 @@ def _generate(args: argparse.Namespace) -> int:
         )
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from exc
+    from maxk.hf_hub import ModelNotFoundError, resolve_model
+
     try:
-        backend = make_backend(gen, args.model_path, seed=seed, threads=args.threads, revision=args.revision)
+        model_dir = resolve_model(args.model_path, args.revision)
+    except ModelNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        backend = make_backend(gen, model_dir, seed=seed, threads=args.threads)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load model {args.model_path!r} for generation: {exc}") from exc
     build, extract = prompt_functions(backend.tokenizer, config.get("prompt") or {})
-    manifest = run_shard(
-        problems=problems,
-        build_prompt=build,
-        extract=extract,
-        backend=backend,
-        params=params,
-        output=args.output,
-        model_name=model_name,
-        dataset=dataset,
-        base_seed=seed,
-        shard=args.shard,
-        num_shards=args.num_shards,
-        model_info=model_fingerprint(args.model_path, args.revision),
-        config=config,
-        resume=not args.no_resume,
-    )
+    try:
+        manifest = run_shard(
+            problems=problems,
+            build_prompt=build,
+            extract=extract,
+            backend=backend,
+            params=params,
+            output=args.output,
+            model_name=model_name,
+            dataset=dataset,
+            base_seed=seed,
+            shard=args.shard,
+            num_shards=args.num_shards,
+            model_info={**model_fingerprint(model_dir, args.revision), "ref": args.model_path},
+            config=config,
+            resume=not args.no_resume,
+        )
+    except PromptTooLongError as exc:
+        raise UserError(str(exc)) from None
     s = manifest["stats"]
     print(
         f"{args.output}: {manifest['num_rows']} samples of {len(manifest['problem_ids'])} problems in "

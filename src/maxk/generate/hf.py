@@ -27,7 +27,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from maxk.generate.backends import Sample, SamplingParams, resolve_stop_token_ids
+from maxk.generate.backends import Sample, SamplingParams, prompt_token_ids, resolve_stop_token_ids
 
 #: Token strings that end a completion when they exist in the vocabulary (chat end tokens).
 DEFAULT_STOP_TOKENS: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>")
@@ -102,6 +102,7 @@ class TransformersBackend:
             self.model_path, revision=revision, dtype=getattr(torch, dtype)
         ).to(device)
         self.model.eval()
+        self.max_model_len: int | None = getattr(self.model.config, "max_position_embeddings", None)
         model_eos = self.model.generation_config.eos_token_id
         self.stop_token_ids = resolve_stop_token_ids(self.tokenizer, model_eos, stop_tokens)
         pad = self.tokenizer.pad_token_id
@@ -133,11 +134,8 @@ class TransformersBackend:
         }
 
     def encode(self, prompt: str) -> list[int]:
-        """Prompt ids. Special tokens are added unless the prompt already starts with the BOS text
-        (a chat-templated prompt), matching how vLLM tokenises a plain string prompt."""
-        bos = self.tokenizer.bos_token
-        add = not (bos and prompt.startswith(bos))
-        return list(self.tokenizer(prompt, add_special_tokens=add)["input_ids"])
+        """Prompt ids, as vLLM tokenises a plain string prompt (``backends.prompt_token_ids``)."""
+        return prompt_token_ids(self.tokenizer, prompt)
 
     def generate(
         self, prompts: Sequence[str], seeds: Sequence[int], params: SamplingParams

@@ -21,6 +21,14 @@ def model_path(config: dict[str, Any], model: str) -> str:
     return f"{RESULTS}/models/{model}"
 
 
+def model_revision_arg(config: dict[str, Any], model: str) -> str:
+    """``--revision <sha>`` for the base model when ``base_model.revision`` pins one, else ''."""
+    base = config["base_model"]
+    if model == "base" and not base.get("build") and base.get("revision"):
+        return f"--revision {base['revision']}"
+    return ""
+
+
 def model_inputs(config: dict[str, Any], model: str) -> list[str]:
     """The model directory as a rule input when the workflow builds it (never a hub id)."""
     path = model_path(config, model)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from maxk.generate.backends import Backend, Sample, SamplingParams
+from maxk.generate.backends import Backend, Sample, SamplingParams, check_prompt_room, prompt_token_ids
 
 #: Column order and types of the samples Parquet (the generate -> score contract).
 SAMPLE_COLUMNS: tuple[str, ...] = (
@@ -301,6 +301,15 @@ def run_shard(
         raise ValueError(f"dataset {dataset!r}: duplicate problem ids in shard {shard}")
     seeds = [derive_seed(base_seed, model_name, dataset, pid) for pid in ids]
     prompts = [build_prompt(p) for p in chunk]
+    limit = getattr(backend, "max_model_len", None)
+    if limit is not None:
+        check_prompt_room(
+            ids,
+            [len(prompt_token_ids(backend.tokenizer, q)) for q in prompts],
+            params.max_new_tokens,
+            limit,
+            where=f"{model_name}/{dataset} shard {shard}: ",
+        )
     sampling = {
         "n": params.n,
         "temperature": params.temperature,

@@ -120,6 +120,10 @@ class VLLMBackend:
         )
         self.prompts_per_call = int(prompts_per_call)
         self.tokenizer = self.llm.get_tokenizer()
+        # The limit vLLM settled on (the model's own when max_model_len is null).
+        engine_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        engine_len = getattr(engine_config, "max_model_len", None)
+        self.max_model_len: int | None = engine_len or max_model_len
         self.stop_token_ids = resolve_stop_token_ids(self.tokenizer, None, stop_tokens)
 
     def describe(self) -> dict[str, Any]:

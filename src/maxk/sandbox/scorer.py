@@ -108,6 +108,7 @@ class Limits:
     float_rel_tol: float = 0.0
     float_abs_tol: float = 0.0
     workers: int | None = None
+    wall_factor: float = 3.0
     minimum: str = "portable"
     allow_below_minimum: bool = False
     userns: bool = True
@@ -779,7 +780,7 @@ class Scorer:
 
     def __init__(self, **limits: Any) -> None:
         self.limits = Limits.make(**limits)
-        n = self.limits.workers or os.cpu_count() or 1
+        n = self.limits.workers or default_workers()
         self.queue: queue.Queue[_Job | None] = queue.Queue()
         self.cache: collections.OrderedDict[tuple[str, str], Score] = collections.OrderedDict()
         self.cache_lock = threading.Lock()
@@ -996,9 +997,10 @@ class Scorer:
                 "program": job.program,
                 "inputs": prob.inputs,
                 "timeout": prob.timeout,
+                "wall": prob.timeout * self.limits.wall_factor,
                 "max_timeouts": self.limits.max_timeouts,
             }
-            guard = n * (prob.timeout + 1) + 10
+            guard = n * (prob.timeout * self.limits.wall_factor + 1) + 10
         else:
             n = len(prob.codes)
             # a case that may call more than once keeps the child for calls that were not prefetched
@@ -1174,11 +1176,27 @@ def _num_cases(problem: dict[str, Any]) -> int:
     return len((problem.get("tests") or {}).get("cases") or [])
 
 
+def default_workers() -> int:
+    """Sandbox workers when the config leaves ``workers`` null: the CPUs this process may run on
+    (its affinity, which Slurm's cgroups narrow to the job; else ``SLURM_CPUS_PER_TASK`` when smaller),
+    shared among the ranks of a multi-process launch on this node (``LOCAL_WORLD_SIZE``, set by
+    torchrun and accelerate), so that eight training ranks do not start eight node-sized pools."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if slurm.isdigit() and int(slurm) > 0:
+        cpus = min(cpus, int(slurm))
+    ranks = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return max(1, cpus // (int(ranks) if ranks.isdigit() and int(ranks) > 0 else 1))
+
+
 def score_programs(problem: dict[str, Any], programs: Sequence[str], **limits: Any) -> list[Score]:
     """Score ``programs`` against one problem with a short-lived pool (use ``Scorer`` for many calls)."""
     programs = list(programs)
     if not programs:
         return []
-    limits.setdefault("workers", max(1, min(len(set(programs)), os.cpu_count() or 1)))
+    limits.setdefault("workers", max(1, min(len(set(programs)), default_workers())))
     with Scorer(**limits) as scorer:
         return scorer.score([(problem, p) for p in programs])

@@ -30,8 +30,7 @@ def _offline() -> None:
 
 
 def _job_config(config_json: str, keys: tuple[str, ...], paths: tuple[str, ...]) -> dict[str, Any]:
-    """The job's config, once it has every key in ``keys`` and every path in ``paths`` exists;
-    then the Hugging Face libraries are put offline."""
+    """The job's config, once it has every key in ``keys`` and every path in ``paths`` exists."""
     from maxk.cli import UserError
 
     cfg = _config(config_json)
@@ -41,18 +40,32 @@ def _job_config(config_json: str, keys: tuple[str, ...], paths: tuple[str, ...])
     for path in paths:
         if not os.path.exists(path):
             raise UserError(f"{path}: no such file or directory")
-    _offline()
     return cfg
 
 
+def _model_dir(model: str, revision: str | None) -> str:
+    """``--model`` as a local directory: a directory as it is, a hub id from the cache (downloaded
+    first when missing and the hub is reachable); then the Hugging Face libraries are put offline."""
+    from maxk.cli import UserError
+    from maxk.hf_hub import ModelNotFoundError, resolve_model
+
+    try:
+        path = resolve_model(model, revision)
+    except ModelNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    _offline()
+    return path
+
+
 def _train(args: argparse.Namespace) -> int:
-    cfg = _job_config(args.config_json, ("seed", "train", "run"), (args.model, args.data))
+    cfg = _job_config(args.config_json, ("seed", "train", "run"), (args.data,))
+    model = _model_dir(args.model, args.revision)
     from maxk.train.run import train_run
 
     summary = train_run(
         run=args.run,
         config=cfg,
-        model=args.model,
+        model=model,
         data=args.data,
         out=args.out,
         metrics=args.metrics,
@@ -64,6 +77,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _base(args: argparse.Namespace) -> int:
     cfg = _job_config(args.config_json, ("seed", "base_model"), (args.train_data, args.test_data))
+    _offline()
     from maxk.train.base import build_base_model
 
     manifest = build_base_model(cfg, train_data=args.train_data, test_data=args.test_data, out=args.out)
@@ -75,7 +89,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("train", help="train one named GRPO run (advantage estimator from config)")
     p.add_argument("--run", required=True, help="run name (a key of config['runs'])")
     p.add_argument("--config-json", required=True, help="JSON with seed, train, run, prompt, sandbox")
-    p.add_argument("--model", required=True, help="base model directory or hub id")
+    p.add_argument("--model", required=True, help="base model: a local directory or a hub id (org/name)")
+    p.add_argument("--revision", default=None, help="hub revision (commit) of --model when it is a hub id")
     p.add_argument("--data", required=True, help="training problems (.jsonl.gz)")
     p.add_argument("--out", required=True, help="output model directory")
     p.add_argument("--metrics", required=True, help="output metrics CSV")

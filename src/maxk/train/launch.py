@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
 from typing import Any
 
@@ -55,6 +56,20 @@ def run_config(train: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def check_run(run: str, effective: dict[str, Any]) -> None:
+    """Reject settings a run cannot honour. A checkpoint must fall between generation batches: TRL
+    regenerates every ``num_iterations`` optimizer steps (``steps_per_generation`` = gradient
+    accumulation), so a ``save_steps`` that is not a multiple of it resumes into a partly used batch,
+    which then gets extra PPO iterations."""
+    save, iters = effective.get("save_steps"), int(effective.get("num_iterations") or 1)
+    if save and int(save) % iters:
+        nearest = iters * max(1, round(int(save) / iters))
+        raise ValueError(
+            f"run {run!r}: train.save_steps = {save} is not a multiple of num_iterations = {iters}; "
+            f"a resumed run would replay a partly used generation batch (use e.g. {nearest})"
+        )
+
+
 def run_hash(effective: dict[str, Any]) -> str:
     """Short hash of a run's effective config: checkpoints of another config are never resumed."""
     return hashlib.sha256(json.dumps(effective, sort_keys=True, default=str).encode()).hexdigest()[:10]
@@ -97,7 +112,9 @@ def grpo_kwargs(effective: dict[str, Any], *, output_dir: str, seed: int, use_cp
 
 
 def train_config_json(config: dict[str, Any], run: str) -> str:
-    """What one run's job depends on, as canonical JSON (``--config-json``; a change reruns the job)."""
+    """What one run's job depends on, as canonical JSON (``--config-json``; a change reruns the job).
+    Planning fails here, naming the run, when its settings are inconsistent (``check_run``)."""
+    check_run(run, run_config(config["train"], config["runs"][run]))
     subset = {
         "seed": config["seed"],
         "train": config["train"],
@@ -108,15 +125,21 @@ def train_config_json(config: dict[str, Any], run: str) -> str:
     return json.dumps(subset, sort_keys=True)
 
 
-def launch_prefix(launch: dict[str, Any], gpus: int) -> str:
-    """Command prefix of a training job: ``maxk`` (CPU) or ``accelerate launch ... -m maxk`` (GPUs)."""
+def launch_prefix(launch: dict[str, Any], gpus: int, basedir: str | None = None) -> str:
+    """Command prefix of a training job: ``maxk`` (CPU) or ``accelerate launch ... -m maxk`` (GPUs).
+
+    A relative ``accelerate_config`` is relative to ``basedir`` (the workflow's folder), so the job
+    finds it whatever its working directory (``snakemake --directory``)."""
     if gpus <= 0:
         return "maxk"
+    config_file = launch["accelerate_config"]
+    if basedir and not os.path.isabs(config_file):
+        config_file = os.path.join(basedir, config_file)
     parts = [
         "accelerate",
         "launch",
         "--config_file",
-        launch["accelerate_config"],
+        config_file,
         "--num_processes",
         str(gpus),
     ]

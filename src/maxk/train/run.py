@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from maxk.io import atomic_open, read_jsonl
-from maxk.train.launch import grpo_kwargs, run_config, run_hash
+from maxk.train.launch import check_run, grpo_kwargs, run_config, run_hash
 
 #: Metrics CSV columns first in this order (then any other logged key, sorted).
 METRIC_COLUMNS = (
@@ -143,6 +143,7 @@ def train_run(
 
     seed = int(config["seed"])
     effective = run_config(config["train"], config["run"])
+    check_run(run, effective)
     ckpt_dir = Path(checkpoints) / f"{run}-{run_hash({**effective, 'model': str(model), 'data': str(data)})}"
     problems = load_problems(data, effective.get("max_prompts"), seed)
     tokenizer = AutoTokenizer.from_pretrained(model)

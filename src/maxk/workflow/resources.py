@@ -1,0 +1,38 @@
+"""Per-rule Slurm/local resources from the config's ``resources`` section (used by common.smk).
+
+Memory and runtime grow with each retry (``retries`` in the profile: attempt 1, 2, 3), because a job
+that died of either is most likely to succeed with more. The growth stops at the rule's caps
+``max_mem_mb`` / ``max_runtime``. A GPU rule without caps does not grow: a retry of an 8-GPU training
+job asking for 2-3x a node's memory or a partition's time limit is never scheduled, and only the user
+knows the partition's limits. A CPU rule without caps grows freely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+#: growth of a CPU rule without caps: unbounded in practice.
+UNBOUNDED = 10**9
+
+
+def grows(base: int, cap: int) -> Callable[..., int]:
+    """A resource callable for Snakemake: ``base`` times the attempt, never above ``cap``."""
+    return lambda wildcards, attempt: min(int(base) * int(attempt), int(cap))
+
+
+def retry_resources(res: dict[str, Any]) -> dict[str, Any]:
+    """``resources:`` of a rule from its merged config entry (threads dropped; mem_mb and runtime as
+    callables of the attempt; gpu only when > 0; other keys, such as slurm_partition, as they are)."""
+    res = dict(res)
+    res.pop("threads", None)
+    gpu = int(res.pop("gpu", 0) or 0)
+    mem, runtime = int(res.pop("mem_mb", 2000)), int(res.pop("runtime", 30))
+    out: dict[str, Any] = {
+        "mem_mb": grows(mem, res.pop("max_mem_mb", mem if gpu else UNBOUNDED)),
+        "runtime": grows(runtime, res.pop("max_runtime", runtime if gpu else UNBOUNDED)),
+    }
+    if gpu:
+        out["gpu"] = gpu
+    out.update(res)
+    return out

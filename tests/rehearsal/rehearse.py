@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Rehearse a paper-scale config on this machine, end to end, before a cluster pays for its faults.
+
+    python tests/rehearsal/rehearse.py                       # config/paper.yaml
+    python tests/rehearsal/rehearse.py --configfile my.yaml  # a changed config, before submitting it
+
+It runs the real command line, from the repository root, on a scratch directory:
+
+    snakemake --configfile <config> tests/rehearsal/overlay.yaml --profile slurm --directory <dir>
+
+and changes only what this machine cannot have, each in one place:
+- ``overlay.yaml``: sizes (samples, problems, shards, prompts, resamples), a comment per line;
+- the model: a tiny random Qwen2 with Qwen2.5's chat template, saved in a scratch Hugging Face cache
+  under the config's hub id (``base_model.path``, and ``data.tokenizer``) at its pinned revision, so the
+  same hub-id resolution, offline flags and chat templating run as on the cluster;
+- the datasets: every pool's file in the exact format of its source (``fixtures.py``), laid out in that
+  cache where the loaders look for it (hub id, file, revision); a CodeContests-style pool gets as many
+  rows as its split asks for, so the paper's split sizes and expected counts stay as they are;
+- Slurm: ``tests/fake_slurm`` (sbatch records the submission, checks its partition and GPUs, and runs
+  the job in the background; sacct reports it);
+- vLLM: ``stand_ins/vllm``, strict where vLLM is (model length, logprobs, seeds), on the path of the
+  generation jobs only;
+- ``accelerate launch`` (DeepSpeed ZeRO-2 on the GPUs): ``stand_ins/bin/accelerate`` checks the command
+  and runs the same ``maxk train`` as one CPU process; TRL's vLLM rollouts, bf16 and gradient
+  checkpointing are off on a CPU (``maxk.train.launch.grpo_kwargs``).
+Nothing reaches the network (``HF_HUB_OFFLINE=1``). Exit status 0 when every output the config declares
+was produced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path[:0] = [str(HERE), str(ROOT / "src")]
+
+from fixtures import cure_rows  # noqa: E402
+
+#: a commit for a revision the config leaves at a branch (``main``) or null
+FAKE_COMMIT = "0" * 40
+#: fixture rows of a pool without integer split sizes
+DEFAULT_ROWS = 6
+#: Qwen2.5-Instruct's chat template (the part without tools, which maxk never passes).
+QWEN25_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. "
+    "You are a helpful assistant.<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if (message.role == 'user') or (message.role == 'system' and not loop.first) "
+    "or (message.role == 'assistant') %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)  # fmt: skip
+
+
+def load_config(paths: list[Path]) -> dict:
+    """The merged config as Snakemake sees it (later files update earlier ones, recursively)."""
+    from snakemake.utils import update_config
+
+    config: dict = {}
+    for path in paths:
+        update_config(config, yaml.safe_load(path.read_text()))
+    return config
+
+
+def commit_of(revision: str | None) -> tuple[str, str | None]:
+    """(commit to store under, branch ref to point at it): a sha is its own commit."""
+    if revision and re.fullmatch(r"[0-9a-f]{40}", revision):
+        return revision, "main"
+    return FAKE_COMMIT, revision or "main"
+
+
+def stage_model(cache: Path, repo_id: str, revision: str | None, texts: list[str]) -> None:
+    """A tiny random Qwen2 with Qwen2.5's chat template, stored as ``repo_id`` at ``revision``."""
+    from maxk.hf_hub import fill_cache
+    from maxk.train.tiny import init_model, save, train_tokenizer
+
+    tok = train_tokenizer(texts, vocab_size=600)
+    tok.chat_template = QWEN25_TEMPLATE
+    # Qwen2.5-Coder-7B-Instruct's context: 32768 positions (RoPE, so the size costs nothing)
+    sizes = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "num_key_value_heads": 1, "max_position_embeddings": 32768}  # fmt: skip
+    model = init_model(tok, seed=0, **sizes)
+    with tempfile.TemporaryDirectory() as tmp:
+        save(model, tok, tmp)
+        files = {p.name: p for p in Path(tmp).iterdir() if p.is_file()}
+        commit, ref = commit_of(revision)
+        fill_cache(cache, repo_id, files, commit=commit, ref=ref)
+
+
+def pool_rows(pool: dict) -> int:
+    sizes = ((pool.get("split") or {}).get("sizes") or {}).values()
+    if sizes and all(isinstance(v, int) for v in sizes):
+        return sum(sizes)
+    return DEFAULT_ROWS
+
+
+def stage_data(cache: Path, config: dict) -> list[str]:
+    """Every pool's file where its loader finds it; returns the texts (for the tokenizer)."""
+    from maxk.hf_hub import fill_cache
+
+    texts = []
+    for name, pool in config["data"]["pools"].items():
+        opts = pool.get("options") or {}
+        if pool["source"] != "cure" or not (opts.get("hub_id") and opts.get("filename")):
+            raise SystemExit(
+                f"rehearsal: pool {name!r}: only `source: cure` pools read by hub_id + filename are "
+                f"staged (got source {pool['source']!r}); add a fixture for it in {HERE / 'fixtures.py'}"
+            )
+        dataset = Path(opts["filename"]).stem
+        rows = cure_rows(dataset, pool_rows(pool))
+        commit, ref = commit_of(opts.get("revision"))
+        fill_cache(cache, opts["hub_id"], {opts["filename"]: json.dumps(rows)}, commit=commit, ref=ref,
+                   repo_type="dataset")  # fmt: skip
+        texts += [r["question"] for r in rows] + [s for r in rows for s in r["solutions"]]
+    return texts
+
+
+def stage(config: dict, work: Path) -> dict[str, str]:
+    """Fill the scratch cache; return the environment of the run."""
+    hf_home = work / "hf"
+    cache = hf_home / "hub"
+    texts = stage_data(cache, config)
+    base = config["base_model"]
+    models = {}
+    if not base.get("build"):
+        models[base["path"]] = base.get("revision")
+    tokenizer = (config.get("data") or {}).get("tokenizer")
+    if tokenizer and tokenizer not in models:
+        models[tokenizer] = config["data"].get("tokenizer_revision")
+    for repo_id, revision in models.items():
+        stage_model(cache, repo_id, revision, texts)
+    bindir = str(Path(sys.executable).parent)
+    return {
+        **os.environ,
+        "HF_HOME": str(hf_home),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PATH": os.pathsep.join(
+            [
+                str(ROOT / "tests" / "fake_slurm" / "bin"),
+                str(HERE / "stand_ins" / "bin"),
+                bindir,
+                os.environ.get("PATH", ""),
+            ]
+        ),
+        "PYTHONPATH": str(ROOT / "src"),
+        # vLLM for generation jobs only: TRL would take the stand-in for a real vLLM in training jobs
+        "FAKE_SLURM_RULE_PYTHONPATH": f"generate_shard={HERE / 'stand_ins'}",
+        "FAKE_SLURM_DIR": str(work / "slurm"),
+        "FAKE_SLURM_CHECK": str(ROOT / "tests" / "fake_slurm" / "check_submission.py"),
+        "FAKE_SLURM_ASYNC": "1",
+        # jobs share this machine's few cores: one thread each (a cluster job owns its cores)
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
+def rehearse(configfile: Path, work: Path, jobs: int = 8, extra: list[str] | None = None) -> int:
+    overlay = HERE / "overlay.yaml"
+    config = load_config([configfile, overlay])
+    env = stage(config, work)
+    cmd = [
+        sys.executable, "-m", "snakemake", "--configfile", str(configfile), str(overlay),
+        "--profile", "slurm", "--directory", str(work / "run"), "--jobs", str(jobs),
+        "--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "1",
+        "--scheduler", "greedy",  # the default ILP scheduler costs minutes of CPU over ~160 small jobs
+        *(extra or []),
+    ]  # fmt: skip
+    print("rehearsal:", " ".join(cmd[2:]), flush=True)
+    start = time.monotonic()
+    rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    elapsed = time.monotonic() - start
+    print(f"rehearsal: exit {rc} after {elapsed:.0f} s; outputs in {work / 'run'}", flush=True)
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--configfile", type=Path, default=ROOT / "config" / "paper.yaml")
+    ap.add_argument("--workdir", type=Path, help="scratch directory, kept (default: a temporary one)")
+    ap.add_argument("--jobs", type=int, default=8, help="jobs at once (default 8)")
+    args, extra = ap.parse_known_args(argv)
+    if args.workdir:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        return rehearse(args.configfile.resolve(), args.workdir.resolve(), args.jobs, extra)
+    work = Path(tempfile.mkdtemp(prefix="maxk-rehearsal-"))
+    try:
+        return rehearse(args.configfile.resolve(), work, args.jobs, extra)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""The paper config, rehearsed end to end through the real command line (tests/rehearsal/rehearse.py):
+only sizes change (overlay.yaml), and the stand-ins replace what only a GPU cluster has."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from rehearse import HERE, ROOT, load_config, rehearse
+
+
+def test_the_overlay_changes_sizes_only():
+    """Every key the overlay sets is a size; each line says so."""
+    sizes = {("generate", "n"), ("generate", "max_problems"), ("generate", "num_shards"),
+             ("train", "max_prompts"), ("analysis", "bootstrap"), ("analysis", "lab"),
+             ("resources", "score")}  # fmt: skip
+    overlay = yaml.safe_load((HERE / "overlay.yaml").read_text())
+    assert {(section, key) for section, entries in overlay.items() for key in entries} == sizes
+    for line in (HERE / "overlay.yaml").read_text().splitlines():
+        if line.strip() and not line.startswith("#") and not line.rstrip().endswith(":"):
+            assert "# SIZE:" in line, line
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # about 12 minutes on 2 idle cores: the longest test, by design
+def test_paper_config_rehearsal(tmp_path):
+    paper = ROOT / "config" / "paper.yaml"
+    assert rehearse(paper, tmp_path) == 0
+    results = tmp_path / "run" / "results"
+    config = load_config([paper, HERE / "overlay.yaml"])
+    for table in config["analysis"]["tables"]:
+        assert (results / "tables" / f"{table}.md").is_file(), table
+    for name in ("claims/claims.csv", "claims/claims.md"):
+        assert (results / name).is_file(), name
+    assert sorted(p.name for p in (results / "models").iterdir()) == sorted(config["runs"])
+    submissions = (tmp_path / "slurm" / "sbatch.jsonl").read_text().splitlines()
+    assert len(submissions) > 100  # every job went through sbatch
+    assert Path(tmp_path / "hf").is_dir()

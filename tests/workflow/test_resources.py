@@ -1,0 +1,41 @@
+"""Retried jobs ask for more memory and time, up to the caps; GPU rules do not grow without them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from maxk.workflow.resources import UNBOUNDED, retry_resources
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _asks(res, attempts=(1, 2, 3)):
+    out = retry_resources(res)
+    return [(out["mem_mb"](None, a), out["runtime"](None, a)) for a in attempts], out
+
+
+def test_cpu_rules_grow_with_each_attempt():
+    asks, out = _asks({"threads": 4, "mem_mb": 1000, "runtime": 30, "slurm_partition": "cpu"})
+    assert asks == [(1000, 30), (2000, 60), (3000, 90)]
+    assert "gpu" not in out and "threads" not in out and out["slurm_partition"] == "cpu"
+
+
+def test_gpu_rules_grow_only_up_to_the_caps_the_user_sets():
+    asks, out = _asks({"mem_mb": 900000, "runtime": 1440, "gpu": 8})
+    assert asks == [(900000, 1440)] * 3 and out["gpu"] == 8  # no caps: no growth
+    asks, _ = _asks({"mem_mb": 900000, "runtime": 1440, "gpu": 8, "max_runtime": 2880, "max_mem_mb": 1000000})
+    assert asks == [(900000, 1440), (1000000, 2880), (1000000, 2880)]
+    asks, _ = _asks({"mem_mb": 10, "runtime": 10, "max_runtime": 15})
+    assert asks == [(10, 10), (20, 15), (30, 15)]
+
+
+def test_paper_training_retry_stays_schedulable():
+    """It used to ask for 1.8-2.7 TB and 48-72 h on a retry."""
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())["resources"]
+    for rule in ("train", "generate_shard"):
+        entry = {**paper["default"], **paper[rule]}
+        asks, _ = _asks(entry)
+        assert max(m for m, _ in asks) <= entry.get("max_mem_mb", entry["mem_mb"]) < UNBOUNDED
+        assert max(t for _, t in asks) <= entry.get("max_runtime", entry["runtime"]) <= 2 * entry["runtime"]
