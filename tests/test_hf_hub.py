@@ -87,3 +87,13 @@ def test_train_cli_names_a_missing_model(cache, tmp_path, capsys):
     assert main(args) != 0
     err = capsys.readouterr().err
     assert "'Org/Absent'" in err and "Traceback" not in err
+
+
+def test_rules_pass_the_pinned_base_revision_to_every_job_that_loads_it():
+    from maxk.generate.rules import model_revision_arg
+
+    pinned = {"base_model": {"build": False, "path": "Org/Model", "revision": SHA_A}}
+    assert model_revision_arg(pinned, "base") == f" --revision {SHA_A}"
+    assert model_revision_arg(pinned, "grpo_continuous") == ""  # a trained run is a local directory
+    assert model_revision_arg({"base_model": {"build": False, "path": "Org/Model"}}, "base") == ""
+    assert model_revision_arg({"base_model": {"build": True, "path": "x", "revision": SHA_A}}, "base") == ""

@@ -48,7 +48,7 @@ rule generate_shard:
         num_shards=config["generate"]["num_shards"],
         shard=lambda wc: wc.get("shard", "0"),
     shell:
-        "maxk generate --model-path {params.model_path:q} {params.revision} --model-name {wildcards.model} "
+        "maxk generate --model-path {params.model_path:q}{params.revision} --model-name {wildcards.model} "
         "--problems {input.problems} --dataset {wildcards.dataset} "
         "--shard {params.shard} --num-shards {params.num_shards} --threads {threads} "
         "--config-json {params.config:q} --output {output.samples} > {log} 2>&1"

@@ -71,7 +71,7 @@ rule train:
         ),
     shell:
         "{params.launch} train --run {wildcards.run} --config-json {params.config:q} "
-        "--model {params.model} {params.revision} --data {input.data} --out {output.model} "
+        "--model {params.model}{params.revision} --data {input.data} --out {output.model} "
         "--metrics {output.metrics} --checkpoints {params.checkpoints} > {log} 2>&1"
 
 

@@ -22,10 +22,11 @@ def model_path(config: dict[str, Any], model: str) -> str:
 
 
 def model_revision_arg(config: dict[str, Any], model: str) -> str:
-    """``--revision <sha>`` for the base model when ``base_model.revision`` pins one, else ''."""
+    """`` --revision <sha>`` (with its leading space) for the base model when ``base_model.revision``
+    pins one, else '': the rules append it to the model argument."""
     base = config["base_model"]
     if model == "base" and not base.get("build") and base.get("revision"):
-        return f"--revision {base['revision']}"
+        return f" --revision {base['revision']}"
     return ""
 
 
