@@ -41,12 +41,11 @@ def resolve_model(ref: str, revision: str | None = None) -> str:
         raise ModelNotFoundError(f"model {ref!r}: no such directory, and not a hub id (org/name)")
     from huggingface_hub import snapshot_download
     from huggingface_hub.constants import HF_HUB_CACHE
-    from huggingface_hub.errors import LocalEntryNotFoundError
 
     at = f"{ref!r} at revision {revision or 'main'!r}"
     try:
         return snapshot_download(ref, revision=revision, local_files_only=True)
-    except (LocalEntryNotFoundError, FileNotFoundError, OSError):
+    except OSError:  # LocalEntryNotFoundError among them: not in the cache
         pass
     if offline():
         raise ModelNotFoundError(

@@ -32,7 +32,6 @@ from __future__ import annotations
 import ast
 import base64
 import gzip
-import hashlib
 import io
 import json
 import pickle
@@ -423,10 +422,6 @@ def cf_keys(row: dict[str, Any]) -> set[tuple[str, str]]:
             contest, index = alias.split("/", 1)
             keys.add((contest, index))
     return keys
-
-
-def statement_hash(text: str) -> str:
-    return hashlib.sha256(normalise_statement(text).encode("utf-8")).hexdigest()
 
 
 def _cf_statement(row: dict[str, Any]) -> str:

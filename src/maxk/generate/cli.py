@@ -58,10 +58,9 @@ def _load_problems(path: str) -> list[dict[str, Any]]:
     return problems
 
 
-def make_backend(
-    gen: dict[str, Any], model_path: str, *, seed: int, threads: int | None, revision: str | None = None
-) -> Any:
-    """The backend named by ``gen['backend']`` with its settings from the config section."""
+def make_backend(gen: dict[str, Any], model_path: str, *, seed: int, threads: int | None) -> Any:
+    """The backend named by ``gen['backend']`` with its settings from the config section, on the model
+    directory ``model_path`` (a hub id and its revision are resolved before: ``maxk.hf_hub``)."""
     backend = gen.get("backend", "transformers")
     stop = gen.get("stop_tokens")
     extra = {"stop_tokens": stop} if stop is not None else {}
@@ -75,7 +74,6 @@ def make_backend(
             dtype=hf.get("dtype", "float32"),
             device=hf.get("device", "cpu"),
             threads=threads,
-            revision=revision,
             **extra,
         )
     if backend == "vllm":
@@ -84,7 +82,6 @@ def make_backend(
         v = gen.get("vllm", {})
         return VLLMBackend(
             model_path,
-            revision=revision,
             tensor_parallel_size=v.get("tensor_parallel_size", 1),
             gpu_memory_utilization=v.get("gpu_memory_utilization", 0.9),
             max_model_len=v.get("max_model_len"),
