@@ -6,6 +6,9 @@ Prints each timing and the speed-up over the baseline measured in the same proce
 are what one writes without this module: a per-problem loop computing the appendix-C formula with
 scipy's ``comb`` (as in the paper's Listing 1), and a per-group loop building the n x n weight
 matrix of eq. 8 built once (as in Listing 2) and applied group by group for the BoN transform.
+Last, the exact off-policy transform (``offpolicy_bon_rewards_exact``, O(n k) per group; literal
+enumeration is out of reach at this size) at n = 256, k = 128 over 512 groups, against the paper's
+first-order transform on the same data: the price of exactness.
 """
 
 from __future__ import annotations
@@ -18,7 +21,12 @@ import torch
 from scipy.special import comb
 
 from maxk.metrics import max_at_k_batch, pass_at_k_batch, powers_of_two
-from maxk.objectives import compute_advantages
+from maxk.objectives import (
+    compute_advantages,
+    offpolicy_bon_rewards,
+    offpolicy_bon_rewards_exact,
+    uses_deltas,
+)
 
 
 def timed(fn, repeat: int = 1) -> float:
@@ -83,12 +91,13 @@ def main() -> None:
     for n in (8, 64):
         r = torch.rand(args.groups, n, dtype=torch.float32)
         k = 4 if n == 8 else 16
-        for method in ("grpo", "bon_mean", "bon_loo1", "offpolicy_bon"):
+        paper = ("grpo", "bon_mean", "bon_loo1", "offpolicy_bon")
+        for method in (*paper, "offpolicy_bon_exact", "bon_subset_std", "bon_mean_centered"):
             kw = {"k": k} if method != "grpo" else {}
-            if method == "offpolicy_bon":
+            if uses_deltas(method):
                 kw["deltas"] = torch.randn_like(r) * 0.05
             t = timed(lambda m=method, kw=kw, r=r: compute_advantages(m, r, **kw), repeat=5)
-            print(f"advantages {method:14s} {args.groups}x{n}: {t * 1e3:7.2f} ms")
+            print(f"advantages {method:19s} {args.groups}x{n}: {t * 1e3:7.2f} ms")
         rb = r[: args.baseline_groups].double()
         t_bon = timed(lambda r=r, k=k: compute_advantages("bon_mean", r, k=k), repeat=5)
         t_lb = timed(lambda rb=rb, k=k: loop_bon_rewards(rb, k)) * args.groups / len(rb)
@@ -99,6 +108,15 @@ def main() -> None:
             f"bon transform {args.groups}x{n}: per-group loop {t_lb * 1e3:9.1f} ms (extrapolated) | "
             f"speed-up {t_lb / t_bon:7.1f}x"
         )
+
+    r = torch.rand(512, 256, dtype=torch.float64)
+    d = (torch.rand(512, 256, dtype=torch.float64) - 0.5) * 0.4
+    t_exact = timed(lambda: offpolicy_bon_rewards_exact(r, d, 128, own_ratio=False), repeat=3)
+    t_first = timed(lambda: offpolicy_bon_rewards(r, d, 128), repeat=3)
+    print(
+        f"exact off-policy transform 512x256, k=128: {t_exact * 1e3:8.1f} ms | first order "
+        f"{t_first * 1e3:6.1f} ms | exact / first order {t_exact / t_first:6.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,9 @@ def main() -> None:
         scorer_cm, label = Scorer(**(cfg.get("sandbox") or {}).get("limits", {})), "sandbox"
     except ImportError:
         scorer_cm, label = None, "stand-in (no execution; maxk.sandbox not available)"
+    # save_steps: never reached (no checkpoint), and a multiple of num_iterations as check_run requires
     config = {"seed": cfg["seed"], "train": {**cfg["train"], "max_steps": a.steps, "save_steps": 3 * 10**6},
-              "run": {"method": a.method}, "prompt": cfg.get("prompt")}  # fmt: skip  (save_steps: no checkpoint, a multiple of num_iterations)
+              "run": {"method": a.method}, "prompt": cfg.get("prompt")}  # fmt: skip
     scorer = scorer_cm.__enter__() if scorer_cm else StandInScorer()
     try:
         t0 = time.perf_counter()

@@ -53,6 +53,46 @@ def offpolicy_exact(r: Sequence[float], d: Sequence[float], k: int) -> list[floa
     ]
 
 
+def offpolicy_exact_no_own(r: Sequence[float], d: Sequence[float], k: int) -> list[float]:
+    """(1/C(n,k)) * sum_{I ∋ i} prod_{l in I, l != i} (1 + d_l) * max(r_I): own ratio left out."""
+    n = len(r)
+    subs = subsets(n, k)
+    return [
+        sum(math.prod(1 + d[m] for m in s if m != i) * max(r[j] for j in s) for s in subs if i in s)
+        / len(subs)
+        for i in range(n)
+    ]
+
+
+def subset_std_advantage(r: Sequence[float], k: int) -> list[float]:
+    """(mean of max(r_I) over the k-subsets containing i - mean over all) / population std over all."""
+    n = len(r)
+    maxima = {s: max(r[j] for j in s) for s in subsets(n, k)}
+    mean = sum(maxima.values()) / len(maxima)
+    std = math.sqrt(sum((v - mean) ** 2 for v in maxima.values()) / len(maxima))
+    if std < 1e-12:
+        return [0.0] * n
+    out = []
+    for i in range(n):
+        mine = [v for s, v in maxima.items() if i in s]
+        out.append((sum(mine) / len(mine) - mean) / std)
+    return out
+
+
+def pass_at_k_training(correct: Sequence[int], k: int) -> list[float]:
+    """The analytic Pass@k Training advantage of Chen et al. (2025, arXiv 2508.10751), as published:
+    mean = 1 - C(N_neg, k)/C(N, k), std = sqrt(mean (1 - mean)); positive: (1 - mean)/std; negative:
+    (1 - mean - C(N_neg - 1, k - 1)/C(N - 1, k - 1))/std."""
+    n, neg = len(correct), sum(1 for c in correct if not c)
+    mean = 1 - math.comb(neg, k) / math.comb(n, k)
+    std = math.sqrt(mean * (1 - mean))
+    if std == 0:
+        return [0.0] * n
+    pos_adv = (1 - mean) / std
+    neg_adv = (1 - mean - math.comb(neg - 1, k - 1) / math.comb(n - 1, k - 1)) / std if neg else 0.0
+    return [pos_adv if c else neg_adv for c in correct]
+
+
 def loo1(r: Sequence[float], k: int) -> list[float]:
     """(1/C(n,k)) * sum_{I ∋ i} [max(r_I) - max(r_{I \\ i})]."""
     n = len(r)

@@ -17,6 +17,8 @@ from maxk.objectives import (
     compute_advantages,
     needs_k,
     offpolicy_bon_rewards,
+    offpolicy_bon_rewards_exact,
+    uses_deltas,
     zscore,
 )
 
@@ -36,16 +38,105 @@ def assert_close(got: torch.Tensor, want: list[list[float]], tol: float = TOL) -
     np.testing.assert_allclose(got.numpy(), np.array(want), atol=tol, rtol=0)
 
 
-def test_registry_has_the_six_methods() -> None:
-    assert set(ADVANTAGES) == {
-        "grpo",
-        "bon_max_mean",
-        "bon_max_second",
-        "bon_loo1",
-        "bon_mean",
-        "offpolicy_bon",
-    }
-    assert {m for m in ADVANTAGES if needs_k(m)} == {"bon_loo1", "bon_mean", "offpolicy_bon"}
+PAPER = {"grpo", "bon_max_mean", "bon_max_second", "bon_loo1", "bon_mean", "offpolicy_bon"}
+BEYOND = {"offpolicy_bon_exact", "bon_subset_std", "bon_mean_centered"}
+OFF_POLICY = {"offpolicy_bon", "offpolicy_bon_exact"}
+
+
+def test_registry_has_the_paper_six_and_the_new_methods() -> None:
+    assert set(ADVANTAGES) == PAPER | BEYOND
+    assert {m for m in ADVANTAGES if needs_k(m)} == {"bon_loo1", "bon_mean"} | OFF_POLICY | BEYOND
+    assert {m for m in ADVANTAGES if uses_deltas(m)} == OFF_POLICY
+
+
+def deltas_for(n: int, k: int, rows: int, scale: float = 0.5) -> list[list[float]]:
+    """Deltas uniform in [-scale, scale]: far beyond first order at 0.5."""
+    return np.random.default_rng(n * 100 + k).uniform(-scale, scale, size=(rows, n)).tolist()
+
+
+@pytest.mark.parametrize("own_ratio", [True, False])
+@pytest.mark.parametrize(("n", "k"), NK)
+def test_exact_offpolicy_transform_matches_enumeration(n: int, k: int, own_ratio: bool) -> None:
+    rows = cases(n)
+    deltas = deltas_for(n, k, len(rows))
+    brute = bf.offpolicy_exact if own_ratio else bf.offpolicy_exact_no_own
+    got = offpolicy_bon_rewards_exact(t64(rows), t64(deltas), k, own_ratio=own_ratio)
+    assert_close(got, [brute(r, d, k) for r, d in zip(rows, deltas, strict=True)])
+
+
+@pytest.mark.parametrize(("n", "k"), [(n, k) for n, k in NK if n >= 2])
+def test_new_on_policy_methods_match_enumeration(n: int, k: int) -> None:
+    rows = cases(n)
+    got = compute_advantages("bon_subset_std", t64(rows), k=k)
+    assert_close(got, [bf.subset_std_advantage(r, k) for r in rows], tol=1e-8)
+    centered = [[v - sum(t) / n for v in t] for t in (bf.bon_rewards(r, k) for r in rows)]
+    assert_close(compute_advantages("bon_mean_centered", t64(rows), k=k), centered)
+    # the exact off-policy estimator on-policy (no deltas) is bon_mean, for either own-ratio choice
+    for own in (True, False):
+        on = compute_advantages("offpolicy_bon_exact", t64(rows), k=k, own_ratio=own)
+        torch.testing.assert_close(on, compute_advantages("bon_mean", t64(rows), k=k), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize(("n", "k"), [(n, k) for n in range(1, 11) for k in range(1, n + 1)])
+def test_bon_subset_std_is_chen_et_al_pass_at_k_training_on_binary_rewards(n: int, k: int) -> None:
+    rng = np.random.default_rng(7 * n + k)
+    rows = [rng.integers(0, 2, size=n).tolist() for _ in range(6)] + [[0] * n, [1] * n]
+    got = compute_advantages("bon_subset_std", t64([[float(c) for c in r] for r in rows]), k=k)
+    assert_close(got, [bf.pass_at_k_training(r, k) for r in rows], tol=1e-9)
+
+
+@pytest.mark.parametrize("own_ratio", [True, False])
+def test_exact_offpolicy_with_zero_deltas_is_bon_rewards(own_ratio: bool) -> None:
+    r = torch.rand(4, 64, dtype=torch.float64)
+    zero = torch.zeros_like(r)
+    for k in (1, 2, 17, 64):
+        got = offpolicy_bon_rewards_exact(r, zero, k, own_ratio=own_ratio)
+        torch.testing.assert_close(got, bon_rewards(r, k), rtol=1e-12, atol=1e-15)
+
+
+def test_exact_offpolicy_at_scale_float32_matches_float64() -> None:
+    """n = 256, k = 128 over 512 groups (the issue's size; seconds, no enumeration), and the limits."""
+    gen = torch.Generator().manual_seed(3)
+    r = torch.rand(512, 256, generator=gen, dtype=torch.float64)
+    d = (torch.rand(512, 256, generator=gen, dtype=torch.float64) - 0.5) * 0.4
+    for own in (True, False):
+        full = offpolicy_bon_rewards_exact(r, d, 128, own_ratio=own)
+        single = offpolicy_bon_rewards_exact(r.float(), d.float(), 128, own_ratio=own)
+        assert single.dtype == torch.float32 and torch.all(torch.isfinite(single))
+        torch.testing.assert_close(single.double(), full, rtol=1e-3, atol=1e-6 * float(full.abs().max()))
+    big_r = torch.rand(2, 1024, generator=gen, dtype=torch.float64)
+    big_d = (torch.rand(2, 1024, generator=gen, dtype=torch.float64) - 0.5) * 0.4
+    for k in (1, 2, 512, 1023, 1024):
+        out = offpolicy_bon_rewards_exact(big_r.float(), big_d.float(), k, own_ratio=False)
+        assert torch.all(torch.isfinite(out)), k
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_exact_minus_first_order_is_second_order(k: int) -> None:
+    """The first-order transform is the first-order expansion of the exact one (own ratio kept)."""
+    n = 6
+    r = t64([[0.1, 0.5, 0.5, 0.9, 0.3, 1.0]])
+    u = t64([np.random.default_rng(k).uniform(-1, 1, n).tolist()])
+
+    def gap(scale: float) -> float:
+        exact = offpolicy_bon_rewards_exact(r, scale * u, k, own_ratio=True)
+        return float((exact - offpolicy_bon_rewards(r, scale * u, k)).abs().max())
+
+    g1, g2 = gap(0.02), gap(0.01)
+    if k == 1:
+        assert g1 < 1e-14
+    else:
+        assert 3.5 < g1 / g2 < 4.5, (g1, g2)
+
+
+def test_own_ratio_is_the_only_difference() -> None:
+    """own_ratio=True is own_ratio=False times rho_i, element by element."""
+    gen = torch.Generator().manual_seed(1)
+    r = torch.rand(3, 9, generator=gen, dtype=torch.float64)
+    d = (torch.rand(3, 9, generator=gen, dtype=torch.float64) - 0.5) * 0.8
+    own = offpolicy_bon_rewards_exact(r, d, 4, own_ratio=True)
+    other = offpolicy_bon_rewards_exact(r, d, 4, own_ratio=False)
+    torch.testing.assert_close(own, other * (1 + d), rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize(("n", "k"), NK)
@@ -113,7 +204,7 @@ def test_original_order_dtype_and_batching(method: str, dtype: torch.dtype) -> N
     gen = torch.Generator().manual_seed(0)
     rewards = (torch.randint(0, 5, (6, 8), generator=gen) / 4).to(dtype)
     kw: dict[str, object] = {"k": 3} if needs_k(method) else {}
-    if method == "offpolicy_bon":
+    if uses_deltas(method):
         kw["deltas"] = (torch.randn(6, 8, generator=gen) * 0.1).to(dtype)
     out = compute_advantages(method, rewards, **kw)
     assert out.dtype == dtype and out.shape == rewards.shape and torch.all(torch.isfinite(out))
@@ -134,7 +225,8 @@ def test_original_order_dtype_and_batching(method: str, dtype: torch.dtype) -> N
 def test_large_groups_are_finite() -> None:
     r = torch.rand(3, 1024, dtype=torch.float64)
     for k in (1, 2, 64, 512, 1024):
-        for method in ("bon_mean", "offpolicy_bon") + (("bon_loo1",) if k >= 2 else ()):
+        methods = ("bon_mean", "offpolicy_bon", "bon_subset_std", "bon_mean_centered")
+        for method in methods + (("bon_loo1",) if k >= 2 else ()):
             assert torch.all(torch.isfinite(compute_advantages(method, r, k=k))), (method, k)
         sums = bon_rewards(r, k).sum(dim=1).numpy()
         want = np.array([k * max_at_k(row, k) for row in r.numpy()])
@@ -155,8 +247,10 @@ def test_errors_are_clear() -> None:
         bon_rewards(torch.rand(4, dtype=torch.float64), 2)
     with pytest.raises(ValueError, match="deltas must be"):
         offpolicy_bon_rewards(r, torch.zeros(2, 3), 2)
-    with pytest.raises(ValueError, match="only used by 'offpolicy_bon'"):
+    with pytest.raises(ValueError, match="only used by the off-policy methods"):
         compute_advantages("bon_mean", r, k=2, deltas=torch.zeros_like(r))
+    with pytest.raises(ValueError, match="> -1"):
+        offpolicy_bon_rewards_exact(r, torch.full_like(r, -1.0), 2)
     with pytest.raises(TypeError, match="floating point"):
         bon_rewards(torch.ones(2, 4, dtype=torch.int64), 2)
 

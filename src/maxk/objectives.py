@@ -13,6 +13,16 @@ and dtype. Registered names (section 4.3 and appendix A of the paper):
 ``offpolicy_bon``  first-order off-policy max@k transform (section 3.3, appendix E), then z-score
 =================  ==========================================================================
 
+Beyond the paper (issue 15; each docstring gives its formula and source):
+
+=======================  ====================================================================
+``offpolicy_bon_exact``  the exact off-policy max@k transform (``offpolicy_bon_rewards_exact``),
+                         own ratio left out by default, then z-score
+``bon_subset_std``       max@k transform standardised by the spread of the subset maxima: the
+                         analytic Pass@k-Training advantage (Chen et al. 2025) on 0/1 rewards
+``bon_mean_centered``    max@k transform minus its group mean, no std (Dr. GRPO-style ablation)
+=======================  ====================================================================
+
 All closed forms are derived in sorted order. Sort each group ascending (ties broken by a stable
 sort; any consistent order gives the same numbers, see ``bon_rewards``), compute with prefix and
 suffix sums, then scatter back. Cost: O(n log n) per group, batched over groups.
@@ -38,13 +48,18 @@ __all__ = [
     "bon_max_mean_advantages",
     "bon_max_second_advantages",
     "bon_mean_advantages",
+    "bon_mean_centered_advantages",
     "bon_rewards",
+    "bon_subset_std_advantages",
     "compute_advantages",
     "grpo_advantages",
     "needs_k",
     "offpolicy_bon_advantages",
+    "offpolicy_bon_exact_advantages",
     "offpolicy_bon_rewards",
+    "offpolicy_bon_rewards_exact",
     "register",
+    "uses_deltas",
     "zscore",
 ]
 
@@ -54,10 +69,17 @@ GRPO_STD_EPS = 1e-4
 Estimator = Callable[..., torch.Tensor]
 ADVANTAGES: dict[str, Estimator] = {}
 _NEEDS_K: set[str] = set()
+_USES_DELTAS: set[str] = set()
 
 
-def register(name: str, *, needs_k: bool = False) -> Callable[[Estimator], Estimator]:
-    """Decorator adding an estimator to ``ADVANTAGES`` under ``name``."""
+def register(
+    name: str, *, needs_k: bool = False, uses_deltas: bool = False
+) -> Callable[[Estimator], Estimator]:
+    """Decorator adding an estimator to ``ADVANTAGES`` under ``name``.
+
+    ``needs_k``: it takes the subset size ``k``. ``uses_deltas``: it takes the importance-ratio deltas
+    ``rho - 1`` (and ``delta_clamp``, ``own_ratio``), recomputed by the trainer at every PPO iteration.
+    """
 
     def deco(fn: Estimator) -> Estimator:
         if name in ADVANTAGES:
@@ -65,6 +87,8 @@ def register(name: str, *, needs_k: bool = False) -> Callable[[Estimator], Estim
         ADVANTAGES[name] = fn
         if needs_k:
             _NEEDS_K.add(name)
+        if uses_deltas:
+            _USES_DELTAS.add(name)
         return fn
 
     return deco
@@ -73,6 +97,11 @@ def register(name: str, *, needs_k: bool = False) -> Callable[[Estimator], Estim
 def needs_k(method: str) -> bool:
     """Whether ``method`` uses the subset size k."""
     return method in _NEEDS_K
+
+
+def uses_deltas(method: str) -> bool:
+    """Whether ``method`` is off-policy: its advantages depend on the importance ratios (deltas)."""
+    return method in _USES_DELTAS
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,9 +229,7 @@ def offpolicy_bon_rewards(rewards: torch.Tensor, deltas: torch.Tensor, k: int) -
     With all deltas 0 this equals ``bon_rewards``. ``deltas`` are used as given (clamp before).
     """
     rewards = _check_rewards(rewards)
-    if not isinstance(deltas, torch.Tensor) or deltas.shape != rewards.shape:
-        got = tuple(deltas.shape) if isinstance(deltas, torch.Tensor) else type(deltas).__name__
-        raise ValueError(f"deltas must be a tensor of shape {tuple(rewards.shape)}, got {got}")
+    deltas = _check_deltas(deltas, rewards)
     n = rewards.shape[-1]
     k = _check_k(n, k)
     r, order = _sorted(rewards)
@@ -221,6 +248,104 @@ def offpolicy_bon_rewards(rewards: torch.Tensor, deltas: torch.Tensor, k: int) -
         - d * _suffix_sum_exclusive(cr)  # - delta_i sum_j C(j-3,k-3) r_j
     )
     return _unsort(diag + off, order)
+
+
+def _check_deltas(deltas: object, rewards: torch.Tensor) -> torch.Tensor:
+    if not isinstance(deltas, torch.Tensor) or deltas.shape != rewards.shape:
+        got = tuple(deltas.shape) if isinstance(deltas, torch.Tensor) else type(deltas).__name__
+        raise ValueError(f"deltas must be a tensor of shape {tuple(rewards.shape)}, got {got}")
+    return deltas
+
+
+@lru_cache(maxsize=256)
+def _hypergeometric_np(n: int, k: int) -> np.ndarray:
+    """``W[p, s] = C(p, s) C(n-1-p, k-1-s) / C(n, k)`` for sorted positions p = 0..n-1, s = 0..k-1.
+
+    For each p the row sums to ``C(n-1, k-1) / C(n, k) = k / n`` (Vandermonde); computed in float64
+    from log-gamma, exactly 0 where a binomial is 0.
+    """
+    p = np.arange(n, dtype=np.float64)[:, None]
+    s = np.arange(k, dtype=np.float64)[None, :]
+    t = k - 1 - s
+    ok = (s <= p) & (t <= n - 1 - p)
+    pp, ss, tt = np.broadcast_arrays(p, s, t)
+    log_w = (
+        gammaln(pp + 1) - gammaln(ss + 1) - gammaln(np.maximum(pp - ss, 0) + 1)
+        + gammaln(n - pp) - gammaln(tt + 1) - gammaln(np.maximum(n - 1 - pp - tt, 0) + 1)
+        - (gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1))
+    )  # fmt: skip
+    return np.where(ok, np.exp(np.where(ok, log_w, 0.0)), 0.0)
+
+
+def offpolicy_bon_rewards_exact(
+    rewards: torch.Tensor, deltas: torch.Tensor, k: int, *, own_ratio: bool = True
+) -> torch.Tensor:
+    """Exact off-policy max@k transform in O(n k) per group, no enumeration (issue 15; eq. 10 of the paper).
+
+    With ratios ``rho_l = 1 + delta_l`` (must be > 0), the exact importance-weighted coefficient of
+    ``grad log pi(y_i)`` is
+
+        ``c_i = (1 / C(n, k)) * sum_{I ∋ i, |I| = k} prod_{l in I} rho_l * max(r_I)``   (own_ratio=True)
+
+    and, with ``own_ratio=False``, the same sum with ``rho_i`` left out of the product. A PPO-style
+    surrogate ``rho_i A_i`` already carries sample i's own ratio, so ``A_i = c_i / rho_i`` (own_ratio
+    False) makes the surrogate's gradient the exact off-policy max@k gradient; the paper's form
+    (first order of ``own_ratio=True``, ``offpolicy_bon_rewards``) counts ``rho_i`` twice.
+
+    Derivation (ours). Sort ascending (ties in a fixed order: ``max(r_I)`` is the reward of I's
+    highest-ranked member, whichever consistent order is used). ``F = sum_I prod_I rho * max r_I =
+    sum_m r_m rho_m e_{k-1}(rho_{<m})`` is multilinear in rho and ``c_i = rho_i dF/drho_i / C(n,k)``
+    (own) or ``dF/drho_i / C(n,k)`` (not own). With ``e`` the elementary symmetric polynomials,
+
+        ``dF/drho_i = r_i e_{k-1}(rho_{<i}) + sum_{j>i} r_j rho_j e_{k-2}(rho_{<j} minus i)``
+        ``          = sum_{s=0}^{k-1} e_s(rho_{<i}) B_{k-2-s}(i)``,
+        ``B_u(i) = sum_{j>i} r_j rho_j e_u(rho_{i<l<j})``
+
+    (Vandermonde split of the positions below j into those below and above i; ``B_{-1}(i) = r_i``).
+    The prefix polynomials come from a forward recursion over positions and the ``B`` from a backward
+    one (reverse-mode differentiation of F). Normalised, every quantity is a mean over subsets:
+    ``a_s = e_s / C(count, s)`` obeys the convex recursion ``a_s <- ((m+1-s) a_s + s rho a_{s-1}) /
+    (m+1)``, and ``dF/drho_i / C(n,k) = sum_s W[i, s] a_s(i) b_{k-1-s}(i)`` with hypergeometric weights
+    ``W`` (``_hypergeometric_np``). The ratios are divided by their group mean first and the factor
+    ``mean^(k-1)`` is put back at the end, so nothing overflows unless the true value does.
+    Computed in float64 (cast back to the input dtype); with all deltas 0 it equals ``bon_rewards``.
+    """
+    rewards = _check_rewards(rewards)
+    deltas = _check_deltas(deltas, rewards)
+    n = rewards.shape[-1]
+    k = _check_k(n, k)
+    r64 = rewards.double()
+    r, order = _sorted(r64)
+    rho = 1.0 + torch.gather(deltas.to(r64), -1, order)
+    if not torch.all(torch.isfinite(rho)) or torch.any(rho <= 0):
+        raise ValueError("deltas must be finite and > -1 (importance ratios rho = 1 + delta > 0)")
+    mean_rho = rho.mean(dim=-1, keepdim=True)
+    rho = rho / mean_rho
+    s_idx = torch.arange(k, dtype=r.dtype, device=r.device)
+    # forward: prefix[:, p, s] = mean over s-subsets of rho[:, :p] of their product
+    a = torch.zeros(r.shape[0], k, dtype=r.dtype, device=r.device)
+    a[:, 0] = 1.0
+    prefix = torch.empty(r.shape[0], n, k, dtype=r.dtype, device=r.device)
+    for p in range(n):
+        prefix[:, p] = a
+        m1 = p + 1  # elements after adding position p
+        shifted = torch.nn.functional.pad(a[:, :-1], (1, 0))
+        a = ((m1 - s_idx).clamp(min=0) * a + s_idx * rho[:, p : p + 1] * shifted) / m1
+    # backward: q[:, v] = B_{v-1}(p) / C(n-1-p, v) (v >= 1), q[:, 0] = r_p; contracted on the fly
+    w = torch.as_tensor(_hypergeometric_np(n, k), dtype=r.dtype, device=r.device)
+    q = torch.zeros(r.shape[0], k, dtype=r.dtype, device=r.device)
+    grad = torch.empty_like(r)
+    for p in range(n - 1, -1, -1):
+        q[:, 0] = r[:, p]
+        grad[:, p] = (w[p] * prefix[:, p] * torch.flip(q, [-1])).sum(-1)
+        big_l = n - 1 - p  # suffix length of q; adding position p makes it big_l + 1
+        shifted = torch.nn.functional.pad(q[:, :-1], (1, 0))
+        q = ((big_l + 1 - s_idx).clamp(min=0) * q + s_idx * rho[:, p : p + 1] * shifted) / (big_l + 1)
+    scale = torch.exp((k - 1) * torch.log(mean_rho))
+    out = grad * scale
+    if own_ratio:
+        out = out * rho * mean_rho
+    return _unsort(out, order).to(rewards.dtype)
 
 
 def _leave_one_out_max_at_k(rewards_sorted: torch.Tensor, k: int) -> torch.Tensor:
@@ -304,7 +429,18 @@ def bon_mean_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.
     return zscore(bon_rewards(rewards, k))
 
 
-@register("offpolicy_bon", needs_k=True)
+def _clamped(rewards: torch.Tensor, deltas: torch.Tensor | None, delta_clamp: float | None) -> torch.Tensor:
+    """The deltas to use: zeros when None (on-policy), else clamped to ``[-delta_clamp, delta_clamp]``."""
+    if deltas is None:
+        return torch.zeros_like(rewards)
+    if delta_clamp is not None:
+        if delta_clamp < 0:
+            raise ValueError(f"delta_clamp must be >= 0, got {delta_clamp}")
+        deltas = deltas.clamp(min=-delta_clamp, max=delta_clamp)
+    return deltas
+
+
+@register("offpolicy_bon", needs_k=True, uses_deltas=True)
 def offpolicy_bon_advantages(
     rewards: torch.Tensor,
     *,
@@ -320,13 +456,68 @@ def offpolicy_bon_advantages(
     ``bon_mean``.
     """
     rewards = _check_rewards(rewards)
-    if deltas is None:
-        deltas = torch.zeros_like(rewards)
-    if delta_clamp is not None:
-        if delta_clamp < 0:
-            raise ValueError(f"delta_clamp must be >= 0, got {delta_clamp}")
-        deltas = deltas.clamp(min=-delta_clamp, max=delta_clamp)
-    return zscore(offpolicy_bon_rewards(rewards, deltas, k))
+    return zscore(offpolicy_bon_rewards(rewards, _clamped(rewards, deltas, delta_clamp), k))
+
+
+@register("offpolicy_bon_exact", needs_k=True, uses_deltas=True)
+def offpolicy_bon_exact_advantages(
+    rewards: torch.Tensor,
+    *,
+    k: int,
+    deltas: torch.Tensor | None = None,
+    delta_clamp: float | None = None,
+    own_ratio: bool = False,
+    **_: object,
+) -> torch.Tensor:
+    """Exact off-policy BoN (issue 15): z-score of ``offpolicy_bon_rewards_exact(r, delta, k, own_ratio)``.
+
+    ``c_i = (1 / C(n,k)) sum_{I ∋ i} prod_{l in I, l != i} rho_l max(r_I)`` by default
+    (``own_ratio=False``): inside the PPO surrogate ``rho_i A_i`` this gives the exact off-policy
+    max@k gradient; ``own_ratio=True`` keeps ``rho_i`` in the product as the paper's section 3.3 does.
+    Deltas are clamped and recomputed at every PPO iteration exactly as for ``offpolicy_bon``; with
+    deltas None (on-policy) it equals ``bon_mean``.
+    """
+    rewards = _check_rewards(rewards)
+    d = _clamped(rewards, deltas, delta_clamp)
+    return zscore(offpolicy_bon_rewards_exact(rewards, d, k, own_ratio=own_ratio))
+
+
+@register("bon_subset_std", needs_k=True)
+def bon_subset_std_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.Tensor:
+    """max@k transform standardised by the subset maxima's spread (issue 15).
+
+    ``A_i = ((n / k) r~_i - max@k) / std_I(max r_I)``, ``r~ = bon_rewards(r, k)``, the std over all
+    k-subsets I (population): ``Var = sum_m w_m r_m^2 - max@k^2`` with the max@k weights
+    ``w_m = C(m-1, k-1) / C(n, k)`` in ascending order. 0 where that std is 0, i.e. where every
+    subset has the same maximum (``r_(k) = r_(n)`` sorted). ``(n/k) r~_i`` is the mean of
+    ``max(r_I)`` over the subsets containing i, so ``A_i`` is the standardised value of "i's subsets"
+    against all subsets. On 0/1 rewards this is exactly the analytic Pass@k Training advantage of
+    Chen et al. (2025, arXiv 2508.10751): ``(1 - mean) / std`` for a correct sample and
+    ``(1 - mean - C(n_neg - 1, k - 1) / C(n - 1, k - 1)) / std`` for a wrong one, with
+    ``mean = 1 - C(n_neg, k) / C(n, k)`` and ``std = sqrt(mean (1 - mean))``. O(n log n).
+    """
+    rewards = _check_rewards(rewards)
+    n = rewards.shape[-1]
+    k = _check_k(n, k)
+    r, _ = _sorted(rewards)
+    w = _coef(n, k, 0, r)
+    mean = (w * r).sum(dim=-1, keepdim=True)
+    std = (w * (r - mean) ** 2).sum(dim=-1, keepdim=True).clamp(min=0).sqrt()
+    constant = r[..., k - 1 : k] == r[..., -1:]
+    adv = ((n / k) * bon_rewards(rewards, k) - mean) / torch.where(constant, torch.ones_like(std), std)
+    return torch.where(constant, torch.zeros_like(adv), adv)
+
+
+@register("bon_mean_centered", needs_k=True)
+def bon_mean_centered_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.Tensor:
+    """``A_i = r~_i - mean_j r~_j`` with ``r~ = bon_rewards(r, k)``: ``bon_mean`` without the division
+    by the std (issue 15; the Dr. GRPO-style ablation of Liu et al. 2025, arXiv 2503.20783, between
+    ``bon_mean`` and ``bon_loo1``). Since ``sum_i r~_i = k max@k``, the baseline is ``(k/n) max@k``, the
+    unbiased max@k estimate scaled by k/n; its score-function term has expectation ``(k/n) grad max@k``,
+    so ``E[sum_i A_i grad log pi(y_i)] = (1 - k/n) grad max@k`` exactly: no direction bias (the lab
+    checks this)."""
+    t = bon_rewards(rewards, k)
+    return t - t.mean(dim=-1, keepdim=True)
 
 
 def compute_advantages(
@@ -336,11 +527,12 @@ def compute_advantages(
     k: int | None = None,
     deltas: torch.Tensor | None = None,
     delta_clamp: float | None = None,
+    own_ratio: bool = False,
 ) -> torch.Tensor:
     """Advantages of ``method`` (a name in ``ADVANTAGES``) for ``[groups, n]`` rewards.
 
-    ``k`` is required by the BoN transforms (``bon_loo1``, ``bon_mean``, ``offpolicy_bon``);
-    ``deltas``/``delta_clamp`` are used by ``offpolicy_bon`` only.
+    ``k`` is required by the BoN transforms (``needs_k``); ``deltas``/``delta_clamp`` are used by the
+    off-policy ones (``uses_deltas``), ``own_ratio`` by ``offpolicy_bon_exact`` only.
     """
     try:
         fn = ADVANTAGES[method]
@@ -349,9 +541,10 @@ def compute_advantages(
         raise ValueError(f"unknown advantage method {method!r}; known: {known}") from None
     if needs_k(method) and k is None:
         raise ValueError(f"advantage method {method!r} needs k")
-    if deltas is not None and method != "offpolicy_bon":
-        raise ValueError(f"deltas are only used by 'offpolicy_bon', not {method!r}")
+    if deltas is not None and not uses_deltas(method):
+        off = ", ".join(repr(m) for m in sorted(_USES_DELTAS))
+        raise ValueError(f"deltas are only used by the off-policy methods ({off}), not {method!r}")
     kwargs: dict[str, object] = {"k": k}
-    if method == "offpolicy_bon":
-        kwargs.update(deltas=deltas, delta_clamp=delta_clamp)
+    if uses_deltas(method):
+        kwargs.update(deltas=deltas, delta_clamp=delta_clamp, own_ratio=own_ratio)
     return fn(rewards, **kwargs)

@@ -244,6 +244,8 @@ def test_lab_cli(tmp_path):
         "onpolicy.png",
         "offpolicy.pdf",
         "offpolicy.png",
+        "offpolicy_surrogate.pdf",
+        "offpolicy_surrogate.png",
     ):
         assert (tmp_path / name).stat().st_size > 0
     on = pd.read_csv(tmp_path / "onpolicy.csv")
@@ -254,4 +256,15 @@ def test_lab_cli(tmp_path):
         "bon_loo1",
         "bon_mean",
         "offpolicy_bon",
+        "bon_subset_std",
+        "bon_mean_centered",
+        "offpolicy_bon_exact",
+    }
+    off = pd.read_csv(tmp_path / "offpolicy.csv")
+    assert set(off["gradient"]) == {"score", "surrogate"}
+    assert set(off.loc[off["gradient"] == "surrogate", "estimator"]) == {
+        "zeroth_order",
+        "first_order",
+        "exact_own",
+        "exact_no_own",
     }

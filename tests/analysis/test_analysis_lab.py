@@ -64,17 +64,47 @@ def test_onpolicy_bias_ordering(setting):
         assert df.loc[(k, "bon_mean"), "direction_bias"] == pytest.approx(
             df.loc[(k, "offpolicy_bon"), "direction_bias"]
         )
+        assert df.loc[(k, "offpolicy_bon_exact"), "direction_bias"] == pytest.approx(
+            df.loc[(k, "bon_mean"), "direction_bias"]
+        )
+        # the group-mean baseline shrinks the exact gradient by k/n without turning it
+        assert df.loc[(k, "bon_mean_centered"), "direction_bias"] < 1e-6
+        assert df.loc[(k, "bon_mean_centered"), "relative_bias"] == pytest.approx(k / 8, abs=1e-9)
+        assert df.loc[(k, "bon_subset_std"), "direction_bias"] > 1e-3
     assert df["exact_expectation"].all()
+
+
+def _errors(df, form: str) -> dict:
+    sub = df[df["gradient"] == form]
+    return {e: g.set_index("distance")["relative_bias"] for e, g in sub.groupby("estimator")}
 
 
 def test_offpolicy_first_order_error_grows_quadratically():
     distances = [0.0, 0.05, 0.1, 0.2, 0.4]
     df = run_offpolicy(CONT, 6, 3, distances, groups=10, seed=0)
-    err = {e: g.set_index("distance")["relative_bias"] for e, g in df.groupby("estimator")}
+    err = _errors(df, "score")
     assert (err["exact_is"] < 1e-9).all()
+    assert (err["exact_own"] < 1e-9).all()  # the closed form is the enumerated exact estimator
     first, zeroth = err["first_order"], err["zeroth_order"]
     assert first[0.0] < 1e-9 and zeroth[0.0] < 1e-9
     assert np.all(np.diff(first.to_numpy()) > 0)  # grows with the distance
     assert all(first[d] < zeroth[d] for d in distances[1:])
     assert 3.0 < first[0.1] / first[0.05] < 5.0  # O(d^2)
     assert 1.5 < zeroth[0.1] / zeroth[0.05] < 2.5  # O(d)
+
+
+@pytest.mark.parametrize("setting", [CONT, TIES])
+def test_surrogate_gradient_counts_the_own_ratio_twice_unless_left_out(setting):
+    """Inside the PPO surrogate (rho_i * A_i), only the own-ratio-free exact weights are unbiased;
+    the paper's first-order weights and the exact weights with the own ratio are biased at first order."""
+    distances = [0.0, 0.05, 0.1, 0.2]
+    df = run_offpolicy(setting, 6, 3, distances, groups=10, seed=0)
+    assert df["exact_expectation"].all()
+    err = _errors(df, "surrogate")
+    assert (err["exact_no_own"] < 1e-9).all()
+    for est in ("exact_own", "first_order", "zeroth_order"):
+        assert err[est][0.0] < 1e-9
+        assert 1.5 < err[est][0.1] / err[est][0.05] < 2.5, est  # O(d)
+        assert err[est][0.05] > 1e-4, est
+    score = _errors(df, "score")
+    assert (score["exact_no_own"][0.05:] > 1e-4).all()  # without the own ratio, the score form is biased

@@ -44,7 +44,9 @@ def _grad_total(model):
     return sum(p.grad.abs().sum().item() for p in model.parameters() if p.grad is not None)
 
 
-@pytest.mark.parametrize(("method", "moves"), [("offpolicy_bon", True), ("grpo", False)])
+@pytest.mark.parametrize(
+    ("method", "moves"), [("offpolicy_bon", True), ("offpolicy_bon_exact", True), ("grpo", False)]
+)
 def test_zeroed_buffer_gradient_only_through_recomputation(tiny_model_dir, tmp_path, method, moves):
     trainer = make_trainer(tiny_model_dir, tmp_path, method, beta=0.0)
     batch = _first_batch(trainer)
@@ -68,8 +70,12 @@ def _sequence_logps(model, batch):
     return (tok[:, -t:] * batch["completion_mask"]).sum(-1)
 
 
-def test_offpolicy_recomputation_uses_sequence_ratio(tiny_model_dir, tmp_path):
-    trainer = make_trainer(tiny_model_dir, tmp_path, "offpolicy_bon", beta=0.0, delta_clamp=10.0)
+@pytest.mark.parametrize(
+    ("method", "own_ratio"),
+    [("offpolicy_bon", False), ("offpolicy_bon_exact", False), ("offpolicy_bon_exact", True)],
+)
+def test_offpolicy_recomputation_uses_sequence_ratio(tiny_model_dir, tmp_path, method, own_ratio):
+    trainer = make_trainer(tiny_model_dir, tmp_path, method, beta=0.0, delta_clamp=10.0, own_ratio=own_ratio)
     batch = _first_batch(trainer)
     assert "old_per_token_logps" in batch and "rewards" in batch and "group_ids" in batch
     n, k = trainer.num_generations, trainer.args.bon_k
@@ -94,13 +100,15 @@ def test_offpolicy_recomputation_uses_sequence_ratio(tiny_model_dir, tmp_path):
     assert deltas.abs().max() > 1e-3
     trainer._compute_loss(trainer.model, batch)
     expect = compute_advantages(
-        "offpolicy_bon", rewards, k=k, deltas=deltas[order].view(-1, n), delta_clamp=10.0
+        method, rewards, k=k, deltas=deltas[order].view(-1, n), delta_clamp=10.0, own_ratio=own_ratio
     ).view(-1)
     assert torch.allclose(seen[-1][order].double(), expect, atol=1e-4)
     assert not torch.allclose(expect, bon_mean, atol=1e-4)
 
 
-@pytest.mark.parametrize("method", ["grpo", "bon_max_second", "bon_loo1"])
+@pytest.mark.parametrize(
+    "method", ["grpo", "bon_max_second", "bon_loo1", "bon_subset_std", "bon_mean_centered"]
+)
 def test_batch_advantages_come_from_the_registry(tiny_model_dir, tmp_path, method):
     trainer = make_trainer(tiny_model_dir, tmp_path, method)
     batch = _first_batch(trainer)
@@ -154,3 +162,21 @@ def test_rollouts_come_from_the_decode_loop(tiny_model_dir, tmp_path, decoder):
     got = sorted(tuple(ids[m].tolist()) for ids, m in zip(batch["completion_ids"], mask, strict=True))
     groups = [sorted(tuple(t) for t in calls[0][2][i : i + 4]) for i in (0, 4)]
     assert got in groups
+
+
+def test_k_schedule_reaches_the_advantages(tiny_model_dir, tmp_path):
+    """A step schedule switches the k of the next generation batch (and is logged)."""
+    trainer = make_trainer(
+        tiny_model_dir, tmp_path, "bon_mean", bon_k_schedule="step", bon_k_final=1, bon_k_switch=0.5
+    )
+    n = trainer.num_generations
+    trainer.state.max_steps = 10
+    for step, k in ((0, trainer.args.bon_k), (4, trainer.args.bon_k), (5, 1), (9, 1)):
+        trainer.state.global_step = step
+        assert trainer.current_k() == k
+    trainer.state.global_step = 5
+    batch = _first_batch(trainer)
+    order = torch.argsort(batch["group_ids"], stable=True)
+    expect = compute_advantages("bon_mean", batch["rewards"].double()[order].view(-1, n), k=1)
+    assert torch.allclose(batch["advantages"][order].double(), expect.view(-1), atol=1e-6)
+    assert trainer._metrics["train"]["bon_k"][-1] == 1.0

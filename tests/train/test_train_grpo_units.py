@@ -12,6 +12,7 @@ from maxk.train.grpo import (
     assert_whole_groups,
     group_permutation,
     grouped,
+    scheduled_k,
     sequence_deltas,
     shuffle_groups,
 )
@@ -114,3 +115,27 @@ def test_config_validation(tmp_path):
         _cfg(tmp_path, advantage_method="bon_loo1", bon_k=1)
     with pytest.raises(ValueError, match="reward_kind"):
         _cfg(tmp_path, reward_kind="fuzzy")
+    with pytest.raises(ValueError, match="bon_k_schedule"):
+        _cfg(tmp_path, advantage_method="bon_mean", bon_k=2, bon_k_schedule="cosine")
+    with pytest.raises(ValueError, match="needs bon_k_final"):
+        _cfg(tmp_path, advantage_method="bon_mean", bon_k=2, bon_k_schedule="linear")
+    with pytest.raises(ValueError, match="bon_k_final=5"):
+        _cfg(tmp_path, advantage_method="bon_mean", bon_k=2, bon_k_schedule="linear", bon_k_final=5)
+    with pytest.raises(ValueError, match="bon_k_switch"):
+        _cfg(
+            tmp_path,
+            advantage_method="bon_mean",
+            bon_k=2,
+            bon_k_schedule="step",
+            bon_k_final=1,
+            bon_k_switch=2.0,
+        )
+
+
+def test_scheduled_k():
+    assert [scheduled_k(4, "constant", None, 0.5, p) for p in (0.0, 0.5, 1.0)] == [4, 4, 4]
+    assert [scheduled_k(8, "linear", 2, 0.5, p) for p in (0.0, 0.25, 0.5, 1.0, 1.5)] == [8, 6, 5, 2, 2]
+    assert [scheduled_k(1, "linear", 4, 0.5, p) for p in (0.0, 0.5, 1.0)] == [1, 2, 4]  # 2.5 rounds to even
+    assert [scheduled_k(8, "step", 1, 0.25, p) for p in (0.0, 0.24, 0.25, 1.0)] == [8, 8, 1, 1]
+    with pytest.raises(ValueError, match="unknown k schedule"):
+        scheduled_k(4, "cosine", 1, 0.5, 0.3)

@@ -59,6 +59,33 @@ def test_every_run_maps_to_a_valid_trainer_config(name, tmp_path):
     assert len(hashes) == len(cfg["runs"])  # distinct checkpoint directories
 
 
+def test_runs_may_override_k_its_schedule_and_the_own_ratio(tmp_path):
+    from maxk.train.grpo import MaxKGRPOConfig
+
+    train = _config("config.yaml")["train"]
+    assert (
+        "bon_k_schedule" not in train and "own_ratio" not in train
+    )  # schema defaults: constant k, no own ratio
+    run = {"method": "offpolicy_bon_exact", "bon_k": 6, "own_ratio": True,
+           "bon_k_schedule": {"kind": "step", "final": 2, "at": 0.25}}  # fmt: skip
+    eff = run_config(train, run)
+    args = MaxKGRPOConfig(**grpo_kwargs(eff, output_dir=str(tmp_path), seed=1, use_cpu=True))
+    assert (args.bon_k, args.own_ratio, args.bon_k_schedule, args.bon_k_final, args.bon_k_switch) == (
+        6, True, "step", 2, 0.25,
+    )  # fmt: skip
+    linear = run_config(train, {"method": "bon_mean", "bon_k_schedule": {"kind": "linear", "final": 1}})
+    args = MaxKGRPOConfig(**grpo_kwargs(linear, output_dir=str(tmp_path), seed=1, use_cpu=True))
+    assert (args.bon_k_schedule, args.bon_k_final, args.bon_k_switch) == ("linear", 1, 0.5)
+    assert run_hash(eff) != run_hash(run_config(train, {"method": "offpolicy_bon_exact"}))
+
+
+def test_runs_schema_lists_exactly_the_registered_methods():
+    from maxk.objectives import ADVANTAGES
+
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "runs.schema.yaml").read_text())
+    assert set(schema["additionalProperties"]["properties"]["method"]["enum"]) == set(ADVANTAGES)
+
+
 def test_checkpoints_fall_between_generation_batches():
     """save_steps must be a multiple of the PPO iterations: a resume mid-cycle replays a used batch."""
     check_run("r", {"save_steps": 21, "num_iterations": 3})
@@ -223,7 +250,7 @@ def test_cli_names_a_missing_input_file(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-def test_paper_dag_lists_ten_gpu_training_runs():
+def test_paper_dag_lists_every_gpu_training_run():
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     out = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "-p", "--configfile", "config/paper.yaml", "--cores", "1"],
@@ -236,9 +263,9 @@ def test_paper_dag_lists_ten_gpu_training_runs():
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout + out.stderr
     runs = sorted(_config("paper.yaml")["runs"])
-    assert len(runs) == 10
+    assert len(runs) == 13  # the paper's 10 and 3 beyond it
     for run in runs:
         assert f"results/models/{run}" in text and f"--run {run} " in text
     launch = f"accelerate launch --config_file {ROOT / 'workflow/deepspeed/zero2.yaml'} --num_processes 8"
-    assert text.count(launch) >= 10
+    assert text.count(launch) >= len(runs)
     assert "gpu=8" in text

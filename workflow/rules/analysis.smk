@@ -278,6 +278,12 @@ rule analysis_lab:
             caption="../report/analysis_lab_offpolicy.rst",
             category="Estimator lab",
         ),
+        surrogate_pdf=f"{RESULTS}/lab/offpolicy_surrogate.pdf",
+        surrogate_png=report(
+            f"{RESULTS}/lab/offpolicy_surrogate.png",
+            caption="../report/analysis_lab_surrogate.rst",
+            category="Estimator lab",
+        ),
     log:
         f"{LOGS}/analysis/lab.log",
     benchmark:
@@ -302,5 +308,6 @@ ALL_TARGETS.extend(
         f"{RESULTS}/lab/offpolicy.csv",
         f"{RESULTS}/lab/onpolicy.png",
         f"{RESULTS}/lab/offpolicy.png",
+        f"{RESULTS}/lab/offpolicy_surrogate.png",
     ]
 )

@@ -11,10 +11,11 @@ it against exhaustive enumeration of the K^k tuples.
 Estimators. Draw M independent groups of n outcomes ``y_1..y_n ~ pi``; an estimator maps the group's
 rewards to weights ``A_i`` and its policy-gradient estimate is ``g = sum_i A_i grad log pi(y_i)``,
 with ``grad_theta log pi(y) = onehot(y) - pi`` for a softmax. We use
-``maxk.objectives.compute_advantages`` for all six registered estimators (grpo, bon_max_mean,
-bon_max_second, bon_loo1, bon_mean, offpolicy_bon) plus the unnormalised on-policy transform
-``bon_rewards`` (eq. 9, ``bon_raw``), which is unbiased for ``grad max@k`` exactly (not just in
-direction). z-scored estimators have an arbitrary scale, so we report scale-free numbers:
+``maxk.objectives.compute_advantages`` for every registered estimator (the paper's six: grpo,
+bon_max_mean, bon_max_second, bon_loo1, bon_mean, offpolicy_bon; and the newer bon_subset_std,
+bon_mean_centered, offpolicy_bon_exact) plus the unnormalised on-policy transform ``bon_rewards``
+(eq. 9, ``bon_raw``), which is unbiased for ``grad max@k`` exactly (not just in direction).
+z-scored estimators have an arbitrary scale, so we report scale-free numbers:
 
 - ``direction_bias = sin(angle(E[g], grad max@k))`` = ``min_c ||c E[g] - grad|| / ||grad||``;
 - ``relative_bias = ||E[g] - grad|| / ||grad||`` (meaningful for the unnormalised ``bon_raw``,
@@ -27,9 +28,17 @@ Off-policy. Samples come from ``pi_old = softmax(theta_old)``; the gradient is w
 ``pi_theta = softmax(theta_old + d u)`` (u a fixed random unit direction, d the distance), with
 ``deltas = rho - 1``, ``rho = pi_theta(y) / pi_old(y)``. Compared to ``grad max@k(theta)``:
 ``zeroth_order`` (the on-policy transform, ignoring the shift), ``first_order``
-(``offpolicy_bon_rewards``, section 3.3) and, for small n, ``exact_is`` (the exact importance
-weighted subset sum of eq. (10), enumerated). Expected: exact ~ 0, zeroth order O(d), first order
-O(d^2), i.e. the first-order error grows with d but much more slowly.
+(``offpolicy_bon_rewards``, section 3.3), ``exact_own`` and ``exact_no_own``
+(``offpolicy_bon_rewards_exact`` with and without each sample's own ratio in its subset weights) and,
+for small n, ``exact_is`` (the exact importance-weighted subset sum of eq. (10), enumerated: the check
+of ``exact_own``). Each in two gradient forms (column ``gradient``):
+
+- ``score``: ``g = sum_i w_i grad log pi_theta(y_i)``, the weights used as the whole coefficient;
+- ``surrogate``: ``g = sum_i rho_i w_i grad log pi_theta(y_i)``, the gradient of a PPO-style surrogate
+  ``sum_i rho_i A_i`` with ``A_i = w_i`` (inside the clip range), which is how GRPO uses advantages.
+
+Expected: score form, exact_own ~ 0, zeroth order O(d), first order O(d^2); surrogate form,
+exact_no_own ~ 0, while exact_own and first_order count rho_i twice and are O(d).
 """
 
 from __future__ import annotations
@@ -54,7 +63,22 @@ __all__ = [
 ]
 
 #: The registered estimators plus the unnormalised on-policy transform.
-ESTIMATORS = ("grpo", "bon_max_mean", "bon_max_second", "bon_loo1", "bon_mean", "offpolicy_bon", "bon_raw")
+ESTIMATORS = (
+    "grpo",
+    "bon_max_mean",
+    "bon_max_second",
+    "bon_loo1",
+    "bon_mean",
+    "offpolicy_bon",
+    "bon_subset_std",
+    "bon_mean_centered",
+    "offpolicy_bon_exact",
+    "bon_raw",
+)
+#: Equal to ``bon_mean`` on-policy (deltas 0): kept in the CSV, not drawn twice.
+_ONPOLICY_DUPLICATES = ("offpolicy_bon", "offpolicy_bon_exact")
+#: Off-policy transforms compared in the lab, in drawing order.
+OFFPOLICY_TRANSFORMS = ("zeroth_order", "first_order", "exact_own", "exact_no_own")
 
 
 @dataclass(frozen=True)
@@ -229,7 +253,12 @@ def run_offpolicy(
     import torch
 
     from maxk.analysis.stats import derive_seed
-    from maxk.objectives import bon_rewards, compute_advantages, offpolicy_bon_rewards
+    from maxk.objectives import (
+        bon_rewards,
+        compute_advantages,
+        offpolicy_bon_rewards,
+        offpolicy_bon_rewards_exact,
+    )
 
     theta_old = torch.tensor(setting.logits, dtype=torch.float64)
     pi_old = torch.softmax(theta_old, dim=-1)
@@ -255,11 +284,15 @@ def run_offpolicy(
         weights = {
             "zeroth_order": bon_rewards(rewards, k),
             "first_order": offpolicy_bon_rewards(rewards, deltas, k),
+            "exact_own": offpolicy_bon_rewards_exact(rewards, deltas, k, own_ratio=True),
+            "exact_no_own": offpolicy_bon_rewards_exact(rewards, deltas, k, own_ratio=False),
             "offpolicy_bon": compute_advantages("offpolicy_bon", rewards, k=k, deltas=deltas),
         }
         if math.comb(n, k) <= exact_is_max_subsets:
             weights["exact_is"] = _exact_is_weights(rewards, rho, k)
-        for est, w in weights.items():
+        forms = [("score", est, w) for est, w in weights.items()]
+        forms += [("surrogate", est, rho * weights[est]) for est in OFFPOLICY_TRANSFORMS]
+        for form, est, w in forms:
             g = _grad_estimates(y, w, pi).numpy()
             rows.append(
                 {
@@ -267,6 +300,7 @@ def run_offpolicy(
                     "n": n,
                     "k": k,
                     "distance": float(d),
+                    "gradient": form,
                     "estimator": est,
                     "max_delta": float(deltas.abs().max()),
                 }
@@ -310,7 +344,9 @@ def run_lab(cfg: Mapping, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def plot_lab(on: pd.DataFrame, off: pd.DataFrame, stem_prefix: str, *, plot_k: int, plot_n: int) -> list:
-    """Three figures: bias and noise vs n (k fixed), bias vs k (n fixed), off-policy error vs d."""
+    """Figures: on-policy bias and noise vs n (k fixed) and bias vs k (n fixed); off-policy error vs d,
+    once with the weights as the whole coefficient (``offpolicy``) and once inside the PPO surrogate
+    (``offpolicy_surrogate``)."""
     import seaborn as sns
 
     from maxk.analysis.figures import save_figure, setup_matplotlib
@@ -318,8 +354,7 @@ def plot_lab(on: pd.DataFrame, off: pd.DataFrame, stem_prefix: str, *, plot_k: i
     plt = setup_matplotlib()
     paths = []
     settings = list(dict.fromkeys(on["setting"]))
-    # offpolicy_bon with deltas = 0 equals bon_mean exactly (kept in the CSV, not drawn twice).
-    hue_order = [e for e in ESTIMATORS if e in set(on["estimator"]) and e != "offpolicy_bon"]
+    hue_order = [e for e in ESTIMATORS if e in set(on["estimator"]) and e not in _ONPOLICY_DUPLICATES]
     on = on[on["estimator"].isin(hue_order)]
 
     fig, axes = plt.subplots(len(settings), 3, figsize=(12, 3.2 * len(settings)), squeeze=False)
@@ -358,10 +393,27 @@ def plot_lab(on: pd.DataFrame, off: pd.DataFrame, stem_prefix: str, *, plot_k: i
     paths += save_figure(fig, f"{stem_prefix}onpolicy")
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, len(settings), figsize=(4.5 * len(settings), 3.4), squeeze=False)
+    if "gradient" not in off:  # an off-policy table from before the gradient forms: score form only
+        off = off.assign(gradient="score")
+    for form, stem, title in (
+        ("score", "offpolicy", "g = Σ w_i ∇log π(y_i)"),
+        ("surrogate", "offpolicy_surrogate", "PPO surrogate: g = Σ ρ_i w_i ∇log π(y_i)"),
+    ):
+        fig = _plot_offpolicy(plt, off[off["gradient"] == form], settings, title)
+        paths += save_figure(fig, f"{stem_prefix}{stem}")
+        plt.close(fig)
+    return paths
+
+
+def _plot_offpolicy(plt, off: pd.DataFrame, settings: list[str], title: str):
+    """Relative error of E[g] against the exact gradient vs the off-policy distance, one panel per setting."""
+    import seaborn as sns
+
+    fig, axes = plt.subplots(1, len(settings), figsize=(4.5 * len(settings), 3.6), squeeze=False)
+    order = [e for e in (*OFFPOLICY_TRANSFORMS, "exact_is") if e in set(off["estimator"])]
     for i, s in enumerate(settings):
         sub = off[(off["setting"] == s) & (off["distance"] > 0)]
-        raw = sub[sub["estimator"] != "offpolicy_bon"].copy()
+        raw = sub[sub["estimator"].isin(order)].copy()
         # exact expectations reach ~1e-15 (round-off); draw them at a visible floor instead.
         raw["relative_bias"] = raw["relative_bias"].clip(lower=1e-6)
         ax = axes[0][i]
@@ -370,6 +422,7 @@ def plot_lab(on: pd.DataFrame, off: pd.DataFrame, stem_prefix: str, *, plot_k: i
             x="distance",
             y="relative_bias",
             hue="estimator",
+            hue_order=order,
             style="estimator",
             markers=True,
             dashes=False,
@@ -385,7 +438,6 @@ def plot_lab(on: pd.DataFrame, off: pd.DataFrame, stem_prefix: str, *, plot_k: i
         ax.set_ylabel("|E g − ∇max@k| / |∇max@k|  (floor 1e-6)")
         n, k = int(sub["n"].iloc[0]), int(sub["k"].iloc[0])
         ax.set_title(f"{s} rewards, n={n}, k={k}")
+    fig.suptitle(title)
     fig.tight_layout()
-    paths += save_figure(fig, f"{stem_prefix}offpolicy")
-    plt.close(fig)
-    return paths
+    return fig

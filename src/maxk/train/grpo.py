@@ -9,10 +9,12 @@ change exactly that and nothing else:
    global groups and adds ``rewards`` (raw, local rows) and ``group_ids`` to the batch.
 3. ``_prepare_inputs`` shuffles whole groups (never rows) and checks that every micro-batch holds
    whole groups (``per_device_train_batch_size`` must be a multiple of ``num_generations``).
-4. ``offpolicy_bon`` only: at every PPO iteration the advantages are recomputed inside the loss from
+4. off-policy estimators (``offpolicy_bon``, ``offpolicy_bon_exact``): at every PPO iteration the
+   advantages are recomputed inside the loss from
    delta_i = exp(sum_t (log pi_theta - log pi_old)) - 1, the SEQUENCE ratio of section 3.3 (detached,
    a constant like any PPO advantage), clamped to ``delta_clamp``. At the first iteration pi_theta =
-   pi_old, so delta = 0 and the advantages equal ``bon_mean``'s.
+   pi_old, so delta = 0 and the advantages equal ``bon_mean``'s. ``offpolicy_bon_exact`` leaves the
+   sample's own ratio out of its weights (``own_ratio`` False): the surrogate's ``rho_i A_i`` carries it.
    Hook: TRL's ``_compute_loss`` calls ``_get_per_token_logps_and_entropies`` (policy log-probs)
    BEFORE it reads ``inputs["advantages"]``; the override of the former writes the recomputed
    advantages into a shallow copy of the micro-batch. ``tests/train/test_train_contract.py`` fails
@@ -36,11 +38,12 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import split_tensor_dict
 
 from maxk.analysis.stats import derive_seed
-from maxk.objectives import ADVANTAGES, compute_advantages, needs_k
+from maxk.objectives import ADVANTAGES, compute_advantages, needs_k, uses_deltas
 
 #: The exact TRL release whose internals the overrides rely on (also pinned in pyproject.toml).
 TRL_VERSION = "1.16.0"
 REWARD_KINDS = ("continuous", "binary")
+K_SCHEDULES = ("constant", "linear", "step")
 #: log-ratio guard before exp (as TRL's VESPO): keeps delta finite; delta_clamp then bounds it.
 _MAX_LOG_RATIO = 20.0
 
@@ -52,7 +55,18 @@ class MaxKGRPOConfig(GRPOConfig):
     advantage_method: str = field(default="grpo", metadata={"help": f"one of {sorted(ADVANTAGES)}"})
     bon_k: int = field(default=4, metadata={"help": "subset size k of the max@k (BoN) objectives"})
     delta_clamp: float = field(
-        default=0.2, metadata={"help": "offpolicy_bon: deltas are clamped to [-c, c] (first-order validity)"}
+        default=0.2, metadata={"help": "off-policy methods: deltas are clamped to [-c, c]"}
+    )
+    own_ratio: bool = field(
+        default=False,
+        metadata={"help": "offpolicy_bon_exact: keep each sample's own ratio in its subset weights (paper)"},
+    )
+    bon_k_schedule: str = field(
+        default="constant", metadata={"help": f"k over training: one of {K_SCHEDULES} (bon_k -> bon_k_final)"}
+    )
+    bon_k_final: int | None = field(default=None, metadata={"help": "k at the end of training (schedules)"})
+    bon_k_switch: float = field(
+        default=0.5, metadata={"help": "step schedule: fraction of training after which k = bon_k_final"}
     )
     reward_kind: str = field(
         default="continuous", metadata={"help": "continuous (fraction of tests passed) or binary (all pass)"}
@@ -76,6 +90,18 @@ class MaxKGRPOConfig(GRPOConfig):
         lo = 2 if self.advantage_method == "bon_loo1" else 1
         if needs_k(self.advantage_method) and not lo <= self.bon_k <= self.num_generations:
             raise ValueError(f"bon_k={self.bon_k} must be in [{lo}, num_generations={self.num_generations}]")
+        if self.bon_k_schedule not in K_SCHEDULES:
+            raise ValueError(f"bon_k_schedule must be one of {K_SCHEDULES}, got {self.bon_k_schedule!r}")
+        if self.bon_k_schedule != "constant":
+            final = self.bon_k_final
+            if final is None:
+                raise ValueError(f"bon_k_schedule={self.bon_k_schedule!r} needs bon_k_final")
+            if needs_k(self.advantage_method) and not lo <= final <= self.num_generations:
+                raise ValueError(
+                    f"bon_k_final={final} must be in [{lo}, num_generations={self.num_generations}]"
+                )
+            if not 0.0 <= self.bon_k_switch <= 1.0:
+                raise ValueError(f"bon_k_switch must be in [0, 1], got {self.bon_k_switch}")
         if self.delta_clamp < 0:
             raise ValueError(f"delta_clamp must be >= 0, got {self.delta_clamp}")
         if self.rollout_decoder not in ("auto", "generate"):
@@ -84,6 +110,23 @@ class MaxKGRPOConfig(GRPOConfig):
 
 # ------------------------------------------------------------------------------------------------
 # pure helpers (unit-tested on their own)
+
+
+def scheduled_k(k: int, schedule: str, final: int | None, switch: float, progress: float) -> int:
+    """The subset size k at ``progress`` in [0, 1] of training (the fraction of optimizer steps done).
+
+    ``constant``: k. ``linear``: ``round(k + (final - k) * progress)``, from k at the start to
+    ``final`` at the end. ``step``: k before ``switch``, ``final`` from it on. PKPO (Walder & Karkhanis
+    2025, arXiv 2505.15201) reports that annealing k over training helps both pass@1 and pass@k.
+    """
+    progress = min(1.0, max(0.0, float(progress)))
+    if schedule == "constant" or final is None:
+        return int(k)
+    if schedule == "linear":
+        return round(k + (final - k) * progress)
+    if schedule == "step":
+        return int(final if progress >= switch else k)
+    raise ValueError(f"unknown k schedule {schedule!r}; known: {K_SCHEDULES}")
 
 
 def group_permutation(batch_size: int, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -170,6 +213,7 @@ class MaxKGRPOTrainer(GRPOTrainer):
             raise TypeError("MaxKGRPOTrainer needs a MaxKGRPOConfig")
         self._gathered_rewards: torch.Tensor | None = None
         self._recompute_inputs: dict[str, Any] | None = None
+        self._batch_k = self.args.bon_k  # k of the buffered generation batch (its PPO iterations reuse it)
         self.time_totals = {"generation_s": 0.0, "reward_s": 0.0}
 
     # -- 1. keep the raw gathered rewards ---------------------------------------------------------
@@ -191,12 +235,15 @@ class MaxKGRPOTrainer(GRPOTrainer):
         n, rank = self.num_generations, self.accelerator.process_index
         local = len(out["advantages"])
         rewards = self._gathered_rewards.double()  # [world * local], rank-major like TRL's gather
+        self._batch_k = self.current_k()
         adv = compute_advantages(
             self.args.advantage_method,
             rewards.view(-1, n),
-            k=self.args.bon_k,
-            delta_clamp=self.args.delta_clamp,
+            k=self._batch_k,
+            delta_clamp=self.args.delta_clamp if uses_deltas(self.args.advantage_method) else None,
         ).view(-1)
+        if needs_k(self.args.advantage_method):
+            self._log("bon_k", float(self._batch_k))
         rows = slice(rank * local, (rank + 1) * local)
         out["advantages"] = adv[rows].to(out["advantages"].dtype)
         out["rewards"] = rewards[rows].float()
@@ -225,9 +272,15 @@ class MaxKGRPOTrainer(GRPOTrainer):
         self._log("ppo_iteration", float((self._step // spg) % self.num_iterations))
         return inputs
 
+    def current_k(self) -> int:
+        """k for the next generation batch, from the schedule and the fraction of optimizer steps done."""
+        a = self.args
+        progress = self.state.global_step / self.state.max_steps if self.state.max_steps else 0.0
+        return scheduled_k(a.bon_k, a.bon_k_schedule, a.bon_k_final, a.bon_k_switch, progress)
+
     # -- 4. off-policy BoN: recompute the advantages from the current policy ------------------------
     def _compute_loss(self, model, inputs):
-        if self.args.advantage_method == "offpolicy_bon":
+        if uses_deltas(self.args.advantage_method):
             inputs = dict(inputs)  # the buffered micro-batch is reused by later PPO iterations: copy
             self._recompute_inputs = inputs
         try:
@@ -251,11 +304,12 @@ class MaxKGRPOTrainer(GRPOTrainer):
         rewards, order = grouped(inputs["rewards"].double(), inputs["group_ids"], n)
         group_deltas = deltas.double()[order].view(-1, n)
         adv_grouped = compute_advantages(
-            "offpolicy_bon",
+            self.args.advantage_method,
             rewards,
-            k=self.args.bon_k,
+            k=self._batch_k,
             deltas=group_deltas,
             delta_clamp=self.args.delta_clamp,
+            own_ratio=self.args.own_ratio,
         )
         adv = torch.empty_like(deltas, dtype=torch.float64)
         adv[order] = adv_grouped.view(-1)

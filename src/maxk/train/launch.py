@@ -37,12 +37,14 @@ PASSTHROUGH = (
     "gradient_accumulation_steps",
     "bon_k",
     "delta_clamp",
+    "own_ratio",
     "gradient_checkpointing",
     "bf16",
     "rollout_decoder",
 )
-#: per-run keys that override ``train`` (table 4 varies epochs and PPO iterations).
-RUN_OVERRIDES = ("num_train_epochs", "num_iterations")
+#: per-run keys that override ``train`` (table 4 varies epochs and PPO iterations; the estimators' k,
+#: its schedule and the own-ratio choice may differ between runs too).
+RUN_OVERRIDES = ("num_train_epochs", "num_iterations", "bon_k", "bon_k_schedule", "own_ratio")
 
 
 def run_config(train: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
@@ -78,6 +80,11 @@ def run_hash(effective: dict[str, Any]) -> str:
 def grpo_kwargs(effective: dict[str, Any], *, output_dir: str, seed: int, use_cpu: bool) -> dict[str, Any]:
     """Keyword arguments of ``MaxKGRPOConfig`` for one run (``effective`` from ``run_config``)."""
     kw: dict[str, Any] = {key: effective[key] for key in PASSTHROUGH if effective.get(key) is not None}
+    schedule = effective.get("bon_k_schedule")
+    if schedule:  # {kind, final, at} -> MaxKGRPOConfig's flat fields
+        kw.update(bon_k_schedule=schedule["kind"], bon_k_final=schedule.get("final"))
+        if schedule.get("at") is not None:
+            kw["bon_k_switch"] = schedule["at"]
     kw.update(
         advantage_method=effective["advantage_method"],
         reward_kind=effective["reward_kind"],
