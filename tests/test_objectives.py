@@ -292,3 +292,26 @@ def test_offpolicy_error_is_second_order(case: tuple[list[float], int], seed: in
         assert g1 < 1e-12 and g2 < 1e-12
     else:
         assert 3.5 < g1 / g2 < 4.5, (g1, g2)
+
+
+@settings(max_examples=150, deadline=None)
+@given(group_st, st.integers(0, 2**32 - 1), st.booleans())
+def test_exact_offpolicy_properties(case: tuple[list[float], int], seed: int, own_ratio: bool) -> None:
+    """Enumeration on random groups; a common factor c on every ratio scales the weights by c^k (own
+    ratio kept) or c^(k-1) (left out); and sum_i c_i = k * the importance-weighted max@k (own kept)."""
+    r, k = case
+    n = len(r)
+    rng = np.random.default_rng(seed)
+    d = rng.uniform(-0.6, 0.6, n).tolist()
+    got = offpolicy_bon_rewards_exact(t64([r]), t64([d]), k, own_ratio=own_ratio)[0]
+    brute = bf.offpolicy_exact if own_ratio else bf.offpolicy_exact_no_own
+    np.testing.assert_allclose(got.numpy(), brute(r, d, k), atol=1e-9, rtol=1e-9)
+    c = float(rng.uniform(0.5, 2.0))
+    scaled_d = [(1 + x) * c - 1 for x in d]
+    scaled = offpolicy_bon_rewards_exact(t64([r]), t64([scaled_d]), k, own_ratio=own_ratio)[0]
+    power = k if own_ratio else k - 1
+    np.testing.assert_allclose(scaled.numpy(), got.numpy() * c**power, rtol=1e-9, atol=1e-12)
+    if own_ratio:
+        subs = bf.subsets(n, k)
+        weighted = sum(np.prod([1 + d[m] for m in s]) * max(r[m] for m in s) for s in subs) / len(subs)
+        assert float(got.sum()) == pytest.approx(k * weighted, rel=1e-9, abs=1e-12)
