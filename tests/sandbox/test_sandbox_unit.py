@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,7 +15,7 @@ import pytest
 
 from maxk.cli import main
 from maxk.io import write_jsonl
-from maxk.sandbox import Score, Scorer, outputs_match, score_programs
+from maxk.sandbox import Score, Scorer, close_shared_scorers, outputs_match, score_programs, shared_scorer
 from maxk.sandbox import protocol as P
 
 ADD = {
@@ -131,6 +133,37 @@ def test_score_programs_contract_and_cache():
         assert scorer.hits == 2
         scorer.score([(ADD, progs[0])])
         assert scorer.hits == 3
+
+
+def test_score_programs_reuses_one_pool_per_limits_and_a_forked_child_starts_its_own():
+    right = "def add(a, b):\n    return a + b\n"
+    pool = shared_scorer(workers=1, timeout_s=2.5)
+    assert score_programs(ADD, [right], workers=1, timeout_s=2.5)[0].reward == 1.0
+    assert shared_scorer(workers=1, timeout_s=2.5) is pool  # reused, not restarted
+    assert shared_scorer(workers=1, timeout_s=2.0) is not pool  # other limits, other pool
+    hits = pool.hits
+    score_programs(ADD, [right], workers=1, timeout_s=2.5)
+    assert pool.hits == hits + 1  # the cache lives with the pool across calls
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork of a multi-threaded process
+        pid = os.fork()
+    if pid == 0:  # child: the parent's pool is not usable here; a new one is started and works
+        code = 3
+        try:
+            child_pool = shared_scorer(workers=1, timeout_s=2.5)
+            ok = score_programs(ADD, [right + "# child\n"], workers=1, timeout_s=2.5)[0].reward == 1.0
+            code = 0 if ok and child_pool is not pool else 1
+            close_shared_scorers()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    # the child's exit left the parent's pool intact
+    assert score_programs(ADD, [right + "# parent\n"], workers=1, timeout_s=2.5)[0].reward == 1.0
+    assert shared_scorer(workers=1, timeout_s=2.5) is pool
+    close_shared_scorers()
+    assert shared_scorer(workers=1, timeout_s=2.5) is not pool  # a closed pool is replaced
+    close_shared_scorers()
 
 
 def test_float_tolerance_and_exceptions():

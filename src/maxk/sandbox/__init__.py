@@ -12,9 +12,11 @@ from maxk.sandbox.scorer import (
     SandboxError,
     Score,
     Scorer,
+    close_shared_scorers,
     isolation_level,
     outputs_match,
     score_programs,
+    shared_scorer,
 )
 
 __all__ = [
@@ -25,7 +27,9 @@ __all__ = [
     "SandboxError",
     "Score",
     "Scorer",
+    "close_shared_scorers",
     "isolation_level",
     "outputs_match",
     "score_programs",
+    "shared_scorer",
 ]

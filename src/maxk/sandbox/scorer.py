@@ -1192,11 +1192,53 @@ def default_workers() -> int:
     return max(1, cpus // (int(ranks) if ranks.isdigit() and int(ranks) > 0 else 1))
 
 
+#: score_programs' pools, one per distinct Limits, started on first use in this process. Each closes
+#: at interpreter exit (Scorer's finalizer); a forked child starts its own (see _forget_shared_pools).
+_SHARED: dict[Limits, Scorer] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _forget_shared_pools() -> None:
+    """In a forked child: the parent's pools are not ours (their threads stayed in the parent, their
+    workers are the parent's children). Detach their finalizers, so the child's exit never touches
+    them, and start afresh on the next call."""
+    global _SHARED_LOCK
+    for scorer in _SHARED.values():
+        scorer._finalizer.detach()
+    _SHARED.clear()
+    _SHARED_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_shared_pools)
+
+
+def shared_scorer(**limits: Any) -> Scorer:
+    """The process-wide pool for these limits, started on first use and reused by later calls."""
+    key = Limits.make(**limits)
+    with _SHARED_LOCK:
+        scorer = _SHARED.get(key)
+        if scorer is None or not scorer._finalizer.alive:
+            scorer = _SHARED[key] = Scorer(**limits)
+        return scorer
+
+
+def close_shared_scorers() -> None:
+    """Stop every pool ``score_programs`` started (they also stop by themselves at exit)."""
+    with _SHARED_LOCK:
+        pools = list(_SHARED.values())
+        _SHARED.clear()
+    for scorer in pools:
+        scorer.close()
+
+
 def score_programs(problem: dict[str, Any], programs: Sequence[str], **limits: Any) -> list[Score]:
-    """Score ``programs`` against one problem with a short-lived pool (use ``Scorer`` for many calls)."""
+    """Score ``programs`` against one problem.
+
+    The first call starts a sandbox pool for its limits (``shared_scorer``); later calls with the same
+    limits reuse it, its workers and its cache, so a call per problem costs what a ``Scorer`` does.
+    The pool closes at exit (or ``close_shared_scorers()``); a forked child gets its own.
+    """
     programs = list(programs)
     if not programs:
         return []
-    limits.setdefault("workers", max(1, min(len(set(programs)), default_workers())))
-    with Scorer(**limits) as scorer:
-        return scorer.score([(problem, p) for p in programs])
+    return shared_scorer(**limits).score([(problem, p) for p in programs])
