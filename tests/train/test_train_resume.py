@@ -67,3 +67,30 @@ def test_train_run_writes_outputs_and_resumes(tiny_model_dir, tmp_path):
     assert [r["step"] for r in rows] == ["1", "2", "3", "4"]  # history restored from the checkpoint
     assert {"reward", "advantage/mean", "time/update_s", "kl"} <= set(rows[0])
     assert rows[0]["delta/abs_mean_iter0"] != "" and rows[1]["delta/abs_mean_iter1"] != ""
+
+
+def test_training_refuses_a_sandbox_whose_programs_can_read_the_host(tiny_model_dir, tmp_path):
+    """Without Landlock a program reads every file its uid can (expected outputs included): the policy
+    could learn to read them. Training stops before the first step unless the user opts in."""
+    from maxk.sandbox import SandboxError
+
+    data = tmp_path / "train.jsonl.gz"
+    write_jsonl(data, _problems(4))
+    train = dict(
+        dataset="x", max_prompts=None, max_steps=1, save_steps=2, num_generations=4, temperature=1.0,
+        top_p=1.0, max_completion_length=4, learning_rate=1e-3, beta=0.0, use_bias_correction_kl=False,
+        epsilon=0.2, num_iterations=1, num_train_epochs=1, loss_type="grpo", per_device_train_batch_size=4,
+        gradient_accumulation_steps=1, bon_k=2, delta_clamp=0.2,
+    )  # fmt: skip
+    portable = {
+        "workers": 1,
+        "isolation": {"minimum": "portable", "layers": {"userns": False, "landlock": False}},
+    }
+    config = {"seed": 3, "train": train, "run": {"method": "grpo"}, "sandbox": portable}
+    kw = dict(run="r", model=tiny_model_dir, data=str(data), out=str(tmp_path / "out"),
+              metrics=str(tmp_path / "m.csv"), checkpoints=str(tmp_path / "ck"))  # fmt: skip
+    with pytest.raises(SandboxError, match=r"refusing to train.*no Landlock.*allow_exposed_training"):
+        train_run(config=config, **kw)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "m.csv").exists()
+    portable["isolation"]["allow_exposed_training"] = True
+    assert train_run(config=config, **kw)["steps"] == 1

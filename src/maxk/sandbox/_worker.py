@@ -640,6 +640,19 @@ def _write_file(path: str, text: str) -> None:
         os.close(fd)
 
 
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+
+
+def mount_scratch_tmpfs(path: str, size_mb: int, inodes: int) -> None:
+    """In a new mount namespace (needs a user namespace), mount a tmpfs bounded in bytes and inodes
+    over ``path``: what programs write there can neither fill the host's disk nor its inode table.
+    The host keeps an empty directory (removed by the scorer when the worker is gone)."""
+    unshare(CLONE_NEWNS)
+    _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    opts = f"size={int(size_mb)}m,nr_inodes={int(inodes)},mode=0700".encode()
+    _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts), "mount tmpfs")
+
+
 def make_scratch(roots: list[str]) -> str:
     """A fresh private directory ``maxk-sbx-*`` under the first usable root (``tempfile`` would
     import ``shutil``, and with it zlib, bz2 and lzma, into every fork)."""
@@ -900,6 +913,16 @@ class Worker:
         self.layers["non_dumpable"] = True
         prctl(PR_SET_CHILD_SUBREAPER, 1)
         self.scratch = make_scratch([str(cfg.get("scratch_root") or "/tmp"), "/tmp", "/var/tmp"])
+        self.layers["scratch_quota"] = False
+        if self.layers["userns"]:
+            try:
+                mb, inodes = int(cfg["scratch_mb"]), int(cfg["scratch_inodes"])
+                mount_scratch_tmpfs(self.scratch, mb, inodes)
+                self.layers["scratch_quota"] = f"tmpfs {mb} MiB, {inodes} inodes"
+            except OSError as exc:
+                self.notes.append(f"scratch tmpfs unavailable: {exc}")
+        if not self.layers["scratch_quota"]:
+            self.notes.append("no bounded scratch: programs may not write files (seccomp, when available)")
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         self.layers["landlock"] = False
         abi = landlock_abi() if want.get("landlock", True) else 0
@@ -951,12 +974,14 @@ class Worker:
                 # it per child costs ~0.4 ms of BPF JIT each). What the worker still needs (kill without
                 # a pid namespace, file writes without Landlock) is denied per child, on top.
                 common = seccomp_bpf(always=True)
-                kill, fs_write = not self.layers["pidns"], not self.layers["landlock"]
+                # file writes only where both confined (Landlock) and bounded (tmpfs scratch)
+                kill = not self.layers["pidns"]
+                fs_write = not (self.layers["landlock"] and self.layers["scratch_quota"])
                 extra = seccomp_bpf(always=False, kill=kill, fs_write=fs_write) if kill or fs_write else b""
                 load_seccomp(common)
                 self.child_bpf = extra  # only once the common filter is on: children never get half of it
                 self.layers["seccomp"] = f"{(len(common) + len(extra)) // 8} BPF insns" + (
-                    "" if self.layers["landlock"] else " (+no fs writes)"
+                    " (+no fs writes)" if fs_write else ""
                 )
             except OSError as exc:
                 self.notes.append(f"seccomp unavailable: {exc}")

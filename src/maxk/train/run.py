@@ -155,9 +155,16 @@ def train_run(
 
     own_scorer = scorer is None
     if own_scorer:
-        from maxk.sandbox import Scorer
+        from maxk.sandbox import Scorer, check_training_isolation
 
-        scorer = Scorer(**(config.get("sandbox") or {})).__enter__()
+        sandbox = config.get("sandbox") or {}
+        scorer = Scorer(**sandbox).__enter__()
+        try:
+            allow = bool((sandbox.get("isolation") or {}).get("allow_exposed_training", False))
+            check_training_isolation(scorer.layers, allow)
+        except BaseException:
+            scorer.__exit__(None, None, None)
+            raise
     try:
         reward = SandboxReward({p["id"]: p for p in problems}, scorer, args.reward_kind, extract_program)
         trainer = MaxKGRPOTrainer(
