@@ -623,3 +623,35 @@ def test_exposures_and_the_training_check_say_what_stays_reachable():
     with pytest.raises(SandboxError, match=r"refusing to train.*allow_exposed_training: true"):
         check_training_isolation(portable_user, allow_exposed=False)
     check_training_isolation(portable_user, allow_exposed=True)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"tests": ADD["tests"]}, "row 'line 1', field 'id': must be a non-empty string"),
+        ({"id": "u/x", "tests": {"format": "sql", "cases": []}}, "row 'u/x', field 'tests.format'"),
+        (
+            {"id": "u/x", "tests": {"format": "call", "cases": ["assert f()"], "setup": ""}},
+            "tests.entry_point",
+        ),
+        ({**ADD, "time_limit": -1}, "row 'u/add', field 'time_limit'"),
+    ],
+)
+def test_cli_score_validates_problems_through_the_schema(tmp_path, capsys, row, message):
+    problems = tmp_path / "d.jsonl.gz"
+    write_jsonl(problems, [row])
+    samples = tmp_path / "s.parquet"
+    pq.write_table(pa.table({"problem_id": ["u/add"], "sample_index": [0], "program": [""]}), samples)
+    argv = [
+        "score",
+        "--samples",
+        str(samples),
+        "--problems",
+        str(problems),
+        "--output",
+        str(tmp_path / "o.parquet"),
+    ]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"file {problems}" in err and message in err
+    assert not (tmp_path / "o.parquet").exists()

@@ -103,6 +103,29 @@ def validate_problem(
     return record
 
 
+def validate_scorable(record: Any, *, file: str | None = None, row: Any = None) -> dict[str, Any]:
+    """Check the part of a record the sandbox judges by (``id``, ``tests``, ``time_limit``), with the same
+    rules and messages as ``validate_problem``; the rest (prompt, source, ...) is not needed to score."""
+
+    def fail(msg: str, field: str | None) -> SchemaError:
+        rid = record.get("id") if isinstance(record, dict) and isinstance(record.get("id"), str) else row
+        return SchemaError(msg, file=file, row=rid, field=field)
+
+    if not isinstance(record, dict):
+        raise fail(f"expected an object, got {type(record).__name__}", None)
+    if not isinstance(record.get("id"), str) or not record["id"]:
+        raise fail("must be a non-empty string", "id")
+    if "tests" not in record:
+        raise fail("missing required field", "tests")
+    _validate_tests(record["tests"], fail, require_cases=False)
+    tl = record.get("time_limit")
+    if tl is not None and (
+        isinstance(tl, bool) or not isinstance(tl, int | float) or not math.isfinite(tl) or tl <= 0
+    ):
+        raise fail(f"must be a positive number of seconds or null, got {tl!r}", "time_limit")
+    return record
+
+
 def _validate_tests(tests: Any, fail, require_cases: bool) -> None:
     if not isinstance(tests, dict):
         raise fail("must be an object with a 'format'", "tests")

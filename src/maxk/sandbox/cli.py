@@ -71,22 +71,16 @@ def _parse_shard(text: str) -> tuple[int, int]:
 
 def _load_problems(path: str) -> dict[str, dict[str, Any]]:
     from maxk.cli import UserError
+    from maxk.data.schema import SchemaError, validate_scorable
     from maxk.io import read_jsonl
 
     problems: dict[str, dict[str, Any]] = {}
     try:
         for lineno, row in read_jsonl(path):
-            pid = row.get("id")
-            tests = row.get("tests")
-            if not isinstance(pid, str):
-                raise UserError(f"{path}: line {lineno}: field 'id' missing or not a string")
-            if not isinstance(tests, dict) or tests.get("format") not in ("stdio", "call"):
-                raise UserError(f"{path}: row {pid}: field 'tests.format' must be 'stdio' or 'call'")
-            if not isinstance(tests.get("cases"), list):
-                raise UserError(f"{path}: row {pid}: field 'tests.cases' must be a list")
-            if tests["format"] == "call" and not isinstance(tests.get("entry_point"), str):
-                raise UserError(f"{path}: row {pid}: field 'tests.entry_point' must be a string")
-            problems[pid] = row
+            record = validate_scorable(row, file=path, row=f"line {lineno}")
+            problems[record["id"]] = record
+    except SchemaError as exc:
+        raise UserError(str(exc)) from exc
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: {exc}") from exc
     return problems

@@ -18,6 +18,7 @@ whole (built beside the target, then renamed).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -208,12 +209,11 @@ def build_base_model(
     ev = bm["eval"]
     test = [row for _, row in read_jsonl(test_data)]
     test = random.Random(seed + 1).sample(test, min(ev["problems"], len(test)))
-    own = scorer is None
-    if own:
-        from maxk.sandbox import Scorer
+    with contextlib.ExitStack() as stack:
+        if scorer is None:
+            from maxk.sandbox import Scorer
 
-        scorer = Scorer(**(config.get("sandbox") or {})).__enter__()
-    try:
+            scorer = stack.enter_context(Scorer(**(config.get("sandbox") or {})))
         check = sample_and_score(
             model,
             tok,
@@ -226,9 +226,6 @@ def build_base_model(
             seed=seed,
             keep_examples=ev.get("log_examples", 2),
         )
-    finally:
-        if own:
-            scorer.__exit__(None, None, None)
     timings["eval_s"] = time.perf_counter() - t0
     timings["eval_generate_s"], timings["eval_score_s"] = check["generate_s"], check["score_s"]
 

@@ -9,6 +9,7 @@ before a job), so a killed job resumes from its last checkpoint when rerun with 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import shutil
@@ -153,19 +154,14 @@ def train_run(
     use_cpu = not _cuda_available()
     args = MaxKGRPOConfig(**grpo_kwargs(effective, output_dir=str(ckpt_dir), seed=seed, use_cpu=use_cpu))
 
-    own_scorer = scorer is None
-    if own_scorer:
-        from maxk.sandbox import Scorer, check_training_isolation
+    with contextlib.ExitStack() as stack:
+        if scorer is None:  # our own pool for this run, closed however the run ends
+            from maxk.sandbox import Scorer, check_training_isolation
 
-        sandbox = config.get("sandbox") or {}
-        scorer = Scorer(**sandbox).__enter__()
-        try:
+            sandbox = config.get("sandbox") or {}
+            scorer = stack.enter_context(Scorer(**sandbox))
             allow = bool((sandbox.get("isolation") or {}).get("allow_exposed_training", False))
             check_training_isolation(scorer.layers, allow)
-        except BaseException:
-            scorer.__exit__(None, None, None)
-            raise
-    try:
         reward = SandboxReward({p["id"]: p for p in problems}, scorer, args.reward_kind, extract_program)
         trainer = MaxKGRPOTrainer(
             model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer
@@ -180,9 +176,6 @@ def train_run(
         start = time.perf_counter()
         trainer.train(resume_from_checkpoint=last)
         wall = time.perf_counter() - start
-    finally:
-        if own_scorer:
-            scorer.__exit__(None, None, None)
 
     summary = {
         "run": run,
