@@ -152,3 +152,18 @@ def test_default_profile_reruns_interrupted_jobs_and_nothing_more() -> None:
     """profiles/default applies to every run: a killed job's partial outputs must be redone, not block."""
     prof = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
     assert prof == {"rerun-incomplete": True}
+
+
+def test_data_modules_do_not_import_each_other_in_a_cycle() -> None:
+    """build (the pipeline) and hub (the loaders) share maxk.data.source, not each other's internals."""
+    import ast
+
+    def imported(path: Path) -> set[str]:
+        tree = ast.parse(path.read_text())
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+
+    data = ROOT / "src" / "maxk" / "data"
+    assert "maxk.data.build" not in imported(data / "hub.py")
+    assert "maxk.data.source" in imported(data / "hub.py") and "maxk.data.source" in imported(
+        data / "build.py"
+    )

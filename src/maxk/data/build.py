@@ -32,37 +32,16 @@ import random
 import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from maxk.data.schema import SchemaError, validate_dataset
+from maxk.data.source import DataError, SourceResult, sha256_file
 
 MANIFEST_VERSION = 1
 
 
-class DataError(ValueError):
-    """A dataset cannot be built as configured (zero rows, bad config, bad input)."""
-
-
-@dataclass
-class SourceResult:
-    """What a source loader returns: records (maybe without tests), the inputs it read, notes."""
-
-    records: list[dict[str, Any]]
-    inputs: list[dict[str, Any]] = field(default_factory=list)
-    notes: dict[str, Any] = field(default_factory=dict)
-
-
 # --------------------------------------------------------------------------- sources
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _src_humaneval(path: str | None = None, limit: int | None = None) -> SourceResult:
     from maxk.data.humaneval import humaneval_path, load_humaneval
 

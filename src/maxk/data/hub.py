@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from maxk.data.build import DataError, SourceResult, sha256_file
+from maxk.data.source import DataError, SourceResult, sha256_file
 
 Row = tuple[str, Any, dict[str, Any]]  # (file or hub id, row index, row)
 
