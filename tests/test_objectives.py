@@ -315,3 +315,16 @@ def test_exact_offpolicy_properties(case: tuple[list[float], int], seed: int, ow
         subs = bf.subsets(n, k)
         weighted = sum(np.prod([1 + d[m] for m in s]) * max(r[m] for m in s) for s in subs) / len(subs)
         assert float(got.sum()) == pytest.approx(k * weighted, rel=1e-9, abs=1e-12)
+
+
+def test_exact_offpolicy_in_chunks_of_groups_is_the_same(monkeypatch) -> None:
+    """The forward pass holds [groups, n, k] values; groups are processed a few at a time."""
+    import maxk.objectives as obj
+
+    gen = torch.Generator().manual_seed(5)
+    r = torch.rand(7, 12, generator=gen, dtype=torch.float64)
+    d = (torch.rand(7, 12, generator=gen, dtype=torch.float64) - 0.5) * 0.6
+    whole = offpolicy_bon_rewards_exact(r, d, 5, own_ratio=False)
+    monkeypatch.setattr(obj, "_EXACT_CHUNK_ELEMENTS", 2 * 12 * 5)  # two groups per chunk
+    torch.testing.assert_close(offpolicy_bon_rewards_exact(r, d, 5, own_ratio=False), whole, rtol=0, atol=0)
+    assert offpolicy_bon_rewards_exact(r[:0], d[:0], 5).shape == (0, 12)

@@ -257,7 +257,7 @@ def _check_deltas(deltas: object, rewards: torch.Tensor) -> torch.Tensor:
     return deltas
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=32)
 def _hypergeometric_np(n: int, k: int) -> np.ndarray:
     """``W[p, s] = C(p, s) C(n-1-p, k-1-s) / C(n, k)`` for sorted positions p = 0..n-1, s = 0..k-1.
 
@@ -319,6 +319,22 @@ def offpolicy_bon_rewards_exact(
     rho = 1.0 + torch.gather(deltas.to(r64), -1, order)
     if not torch.all(torch.isfinite(rho)) or torch.any(rho <= 0):
         raise ValueError("deltas must be finite and > -1 (importance ratios rho = 1 + delta > 0)")
+    # the forward pass keeps [groups, n, k] float64 values: a few groups at a time bound the memory
+    chunk = max(1, _EXACT_CHUNK_ELEMENTS // (n * k))
+    parts = [
+        _exact_sorted(r[i : i + chunk], rho[i : i + chunk], k, own_ratio) for i in range(0, len(r), chunk)
+    ]
+    out = torch.cat(parts) if parts else torch.empty_like(r)
+    return _unsort(out, order).to(rewards.dtype)
+
+
+#: elements of the forward pass held at once by ``offpolicy_bon_rewards_exact`` (128 MiB of float64)
+_EXACT_CHUNK_ELEMENTS = 1 << 24
+
+
+def _exact_sorted(r: torch.Tensor, rho: torch.Tensor, k: int, own_ratio: bool) -> torch.Tensor:
+    """``offpolicy_bon_rewards_exact`` on ascending rewards ``r`` with their ratios ``rho`` (float64)."""
+    n = r.shape[-1]
     mean_rho = rho.mean(dim=-1, keepdim=True)
     rho = rho / mean_rho
     s_idx = torch.arange(k, dtype=r.dtype, device=r.device)
@@ -341,11 +357,10 @@ def offpolicy_bon_rewards_exact(
         big_l = n - 1 - p  # suffix length of q; adding position p makes it big_l + 1
         shifted = torch.nn.functional.pad(q[:, :-1], (1, 0))
         q = ((big_l + 1 - s_idx).clamp(min=0) * q + s_idx * rho[:, p : p + 1] * shifted) / (big_l + 1)
-    scale = torch.exp((k - 1) * torch.log(mean_rho))
-    out = grad * scale
+    out = grad * torch.exp((k - 1) * torch.log(mean_rho))
     if own_ratio:
         out = out * rho * mean_rho
-    return _unsort(out, order).to(rewards.dtype)
+    return out
 
 
 def _leave_one_out_max_at_k(rewards_sorted: torch.Tensor, k: int) -> torch.Tensor:
