@@ -169,3 +169,33 @@ def test_build_base_model_end_to_end_tiny(tmp_path):
     assert manifest["sft_steps"] == 2
     AutoTokenizer.from_pretrained(out)
     AutoModelForCausalLM.from_pretrained(out)
+
+
+def test_default_config_prompts_leave_room_in_the_default_base_model():
+    """Every problem the embedded default generates for (and trains on) leaves room for its new tokens
+    in the base model `maxk base` builds, with the tokenizer it trains: otherwise the prompt-room check
+    stops `snakemake --cores all` at generation (HumanEval's longest prompt is 772 tokens)."""
+    import random
+    from pathlib import Path
+
+    import yaml
+
+    from maxk.data.build import build_dataset
+    from maxk.data.prompts import build_prompt
+    from maxk.train.base import _tokenizer_texts
+    from maxk.train.tiny import train_tokenizer
+
+    cfg = yaml.safe_load((Path(__file__).parents[2] / "config" / "config.yaml").read_text())
+    bm, prompt_cfg = cfg["base_model"], cfg["prompt"]
+    train = [r for r in build_dataset(cfg["train"]["dataset"], cfg)[0] if r.get("reference")]
+    train = random.Random(cfg["seed"]).sample(train, min(bm["sft"]["max_examples"], len(train)))
+    tok = train_tokenizer(_tokenizer_texts(train, prompt_cfg), **bm["tokenizer"])
+    positions = bm["model"]["max_position_embeddings"]
+    needs = {name: cfg["generate"]["max_new_tokens"] for name in cfg["datasets"]}
+    needs[cfg["train"]["dataset"]] = max(
+        needs[cfg["train"]["dataset"]], cfg["train"]["max_completion_length"]
+    )
+    for name, new_tokens in needs.items():
+        records = build_dataset(name, cfg)[0]
+        longest = max(len(tok(build_prompt(r, tok, config=prompt_cfg))["input_ids"]) for r in records)
+        assert longest + new_tokens <= positions, (name, longest, new_tokens, positions)
