@@ -60,6 +60,23 @@ def _is_identifier(name: Any) -> bool:
     return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
 
 
+def _failer(record: Any, file: str | None, row: Any):
+    """``fail(msg, field)`` -> a ``SchemaError`` naming ``file``, the record's id (else ``row``) and field."""
+
+    def fail(msg: str, field: str | None) -> SchemaError:
+        rid = record.get("id") if isinstance(record, dict) and isinstance(record.get("id"), str) else row
+        return SchemaError(msg, file=file, row=rid, field=field)
+
+    return fail
+
+
+def _validate_time_limit(tl: Any, fail) -> None:
+    if tl is not None and (
+        isinstance(tl, bool) or not isinstance(tl, int | float) or not math.isfinite(tl) or tl <= 0
+    ):
+        raise fail(f"must be a positive number of seconds or null, got {tl!r}", "time_limit")
+
+
 def validate_problem(
     record: Any, *, file: str | None = None, row: Any = None, require_cases: bool = True
 ) -> dict[str, Any]:
@@ -67,11 +84,7 @@ def validate_problem(
 
     ``row`` is how to name the record in errors when it has no usable ``id`` (e.g. a line number).
     """
-
-    def fail(msg: str, field: str | None) -> SchemaError:
-        rid = record.get("id") if isinstance(record, dict) and isinstance(record.get("id"), str) else row
-        return SchemaError(msg, file=file, row=rid, field=field)
-
+    fail = _failer(record, file, row)
     if not isinstance(record, dict):
         raise fail(f"expected an object, got {type(record).__name__}", None)
     for key in REQUIRED_KEYS:
@@ -93,11 +106,7 @@ def validate_problem(
     ref = record.get("reference")
     if ref is not None and not isinstance(ref, str):
         raise fail("must be a string or null", "reference")
-    tl = record.get("time_limit")
-    if tl is not None and (
-        isinstance(tl, bool) or not isinstance(tl, int | float) or not math.isfinite(tl) or tl <= 0
-    ):
-        raise fail(f"must be a positive number of seconds or null, got {tl!r}", "time_limit")
+    _validate_time_limit(record.get("time_limit"), fail)
     if "meta" in record and not isinstance(record["meta"], dict):
         raise fail("must be an object", "meta")
     return record
@@ -106,11 +115,7 @@ def validate_problem(
 def validate_scorable(record: Any, *, file: str | None = None, row: Any = None) -> dict[str, Any]:
     """Check the part of a record the sandbox judges by (``id``, ``tests``, ``time_limit``), with the same
     rules and messages as ``validate_problem``; the rest (prompt, source, ...) is not needed to score."""
-
-    def fail(msg: str, field: str | None) -> SchemaError:
-        rid = record.get("id") if isinstance(record, dict) and isinstance(record.get("id"), str) else row
-        return SchemaError(msg, file=file, row=rid, field=field)
-
+    fail = _failer(record, file, row)
     if not isinstance(record, dict):
         raise fail(f"expected an object, got {type(record).__name__}", None)
     if not isinstance(record.get("id"), str) or not record["id"]:
@@ -118,11 +123,7 @@ def validate_scorable(record: Any, *, file: str | None = None, row: Any = None) 
     if "tests" not in record:
         raise fail("missing required field", "tests")
     _validate_tests(record["tests"], fail, require_cases=False)
-    tl = record.get("time_limit")
-    if tl is not None and (
-        isinstance(tl, bool) or not isinstance(tl, int | float) or not math.isfinite(tl) or tl <= 0
-    ):
-        raise fail(f"must be a positive number of seconds or null, got {tl!r}", "time_limit")
+    _validate_time_limit(record.get("time_limit"), fail)
     return record
 
 
