@@ -2,7 +2,9 @@
 #   laptop (embedded default):  snakemake --cores all
 #   paper scale on Slurm:       snakemake --configfile config/paper.yaml --profile profiles/slurm
 # The stages live in workflow/rules/*.smk; each appends its final outputs to ALL_TARGETS.
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
+
+from maxk.config import validate_config
 
 min_version("9.0")
 
@@ -14,7 +16,9 @@ if not workflow.config_settings.configfiles:
     configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+# Every key checked, and every default filled in, from workflow/schemas/ (maxk.config): a typo fails
+# here, before any job, naming the key.
+validate_config(config)
 
 
 report: "workflow/report/workflow.rst"

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from maxk.analysis.per_problem import compute_metrics, reward_matrix
 from maxk.analysis.tables import build_table, render_csv, render_latex, render_markdown, table_specs
@@ -66,7 +65,9 @@ def main() -> None:
     ap.add_argument("--baseline-problems", type=int, default=200, help="problems timed in the loop baseline")
     args = ap.parse_args()
 
-    cfg = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())["analysis"]
+    from maxk.config import load_config
+
+    cfg = load_config(ROOT / "config" / "paper.yaml")["analysis"]
     models, datasets = list(cfg["models"]), list(cfg["datasets"])
     ks = powers_of_two(args.samples)
     print(

@@ -18,8 +18,6 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -48,9 +46,10 @@ def main() -> None:
 
     import pandas as pd
 
+    from maxk.config import load_config
     from maxk.train.run import train_run
 
-    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    cfg = load_config(ROOT / "config/config.yaml")
     tmp = Path(tempfile.mkdtemp(prefix="bench-train-"))
     model = a.model
     if not Path(model).is_dir():

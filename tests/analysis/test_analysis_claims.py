@@ -24,6 +24,7 @@ from maxk.analysis.claims import (
 from maxk.analysis.paper_results import paper_lookup
 from maxk.analysis.per_problem import compute_metrics, reward_matrix, write_metrics
 from maxk.cli import main
+from maxk.config import with_defaults
 
 RUNS = sorted({r for c in CLAIMS for r in c.runs()})
 ISSUE_IDS = {
@@ -41,12 +42,16 @@ ISSUE_IDS = {
 
 
 def cfg(**claims):
-    return {
-        "models": {r: r for r in RUNS},
-        "claims": {"dataset": "ds", "large_k": 128, "paper_dataset": None, **claims},
-        "significance": {"alpha": 0.05, "zero_method": "wilcox"},
-        "bootstrap": {"resamples": 400, "confidence": 0.95},
-    }
+    """The claims stage's part of the analysis section, as the rule passes it (defaults filled in)."""
+    return with_defaults(
+        "analysis",
+        {
+            "models": {r: r for r in RUNS},
+            "claims": {"dataset": "ds", "large_k": 128, "paper_dataset": None, **claims},
+            "significance": {"alpha": 0.05, "zero_method": "wilcox"},
+            "bootstrap": {"resamples": 400, "confidence": 0.95},
+        },
+    )
 
 
 def metrics_of(p=48, n=16, levels=None, seed=0):

@@ -21,6 +21,7 @@ from maxk.analysis.tables import (
     render_markdown,
     table_specs,
 )
+from maxk.config import with_defaults
 
 
 def _frame(values: dict[str, list[float]], n: int = 4) -> pd.DataFrame:
@@ -166,7 +167,7 @@ def test_specs_from_config_generate_full_tables():
         "tables": {"t1": {"rows": ["a"], "datasets": ["ds_a"], "metrics": ["max"], "ks": [1]}},
         "full_tables": {"rows": ["a", "b"], "metrics": ["pass", "max"], "ks": [1, 2]},
     }
-    names = [s.name for s in table_specs(cfg)]
+    names = [s.name for s in table_specs(with_defaults("analysis", cfg))]
     assert names == ["t1", "full_pass_ds_a", "full_max_ds_a", "full_pass_ds_b", "full_max_ds_b"]
     assert latex_escape("a_b & 50%") == r"a\_b \& 50\%"
 
@@ -230,6 +231,6 @@ def test_row_labels_override_model_labels_per_table() -> None:
             "t4": {"rows": ["grpo_continuous"], "datasets": ["d"], "metrics": ["max"], "ks": [1]},
         },
     }  # fmt: skip
-    t1, t4 = table_specs(cfg)
+    t1, t4 = table_specs(with_defaults("analysis", cfg))
     assert t1.labels(cfg["models"]) == {"base": "Base model", "grpo_continuous": "Continuous reward"}
     assert t4.labels(cfg["models"])["grpo_continuous"] == "GRPO"

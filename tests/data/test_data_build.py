@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from maxk.cli import main
-from maxk.data import DEFAULT_DATA_CONFIG, load
+from maxk.data import default_config, load
 from maxk.data.build import DataError, build_dataset, split_records
 
-SMALL = copy.deepcopy(DEFAULT_DATA_CONFIG)
+SMALL = default_config()
 SMALL["data"]["pools"]["suite"]["options"]["n"] = 200
 SMALL["data"]["pools"]["suite"]["expected"] = {"filtered": 200, "train": 180, "test": 20}
 

@@ -14,8 +14,8 @@ import pytest
 from maxk.data import load
 from maxk.data.build import DataError, apply_filters
 from maxk.data.hub import decode_lcb_tests, lcb_files, mbpp_assert_to_io
-from maxk.data.prompts import extract_program
 from maxk.data.schema import validate_dataset
+from maxk.generate.extract import extract_program
 
 
 @pytest.fixture(autouse=True)
@@ -177,7 +177,7 @@ def test_livebench_completion_tasks_and_removed_questions(tmp_path):
     question removed on or before the release is kept without tests, with the reason, for the counts."""
     import datetime as dt
 
-    from maxk.data.prompts import extract_program
+    from maxk.generate.extract import extract_program
 
     tests = [{"input": "2\n", "output": "4\n", "testtype": "stdin"}]
     base = {

@@ -5,7 +5,8 @@ import ast
 import pytest
 
 from maxk.data import load
-from maxk.data.prompts import build_messages, build_prompt, extract_program
+from maxk.data.prompts import build_messages, build_prompt
+from maxk.generate.extract import extract_program
 
 STDIO = {
     "id": "s/1",

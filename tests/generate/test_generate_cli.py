@@ -19,6 +19,7 @@ def fake_prompts(monkeypatch):
     """Stand-in for the data stage's prompt builder/extractor; records what the CLI passes it."""
     calls = {"build": [], "extract": 0}
     mod = types.ModuleType("maxk.data.prompts")
+    ext = types.ModuleType("maxk.generate.extract")
 
     def build_prompt(problem, tokenizer=None, *, config):
         calls["build"].append((problem["id"], tokenizer is not None, config))
@@ -30,8 +31,9 @@ def fake_prompts(monkeypatch):
         calls["extract"] += 1
         return f"# {problem['id']}\n{completion[:5]}"
 
-    mod.build_prompt, mod.extract_program = build_prompt, extract_program
+    mod.build_prompt, ext.extract_program = build_prompt, extract_program
     monkeypatch.setitem(sys.modules, "maxk.data.prompts", mod)
+    monkeypatch.setitem(sys.modules, "maxk.generate.extract", ext)
     return calls
 
 
@@ -65,7 +67,11 @@ def test_cli_shards_then_merge(tmp_path, fake_prompts, capsys):
     assert (df["program"] == [f"# {r.problem_id}\n{r.completion[:5]}" for r in df.itertuples()]).all()
     assert fake_prompts["extract"] == 15
     assert [c[0] for c in fake_prompts["build"]] == [p["id"] for p in problems]
-    assert all(has_tok and conf == {"system": "S"} for _, has_tok, conf in fake_prompts["build"])
+    # the prompt section as given, every key it leaves out at its schema default
+    from maxk.config import section_defaults
+
+    expected = {**section_defaults("prompt"), "system": "S"}
+    assert all(has_tok and conf == expected for _, has_tok, conf in fake_prompts["build"])
     assert set(df["entropy_kind"]) == {"exact"} and df["mean_entropy"].notna().all()
     assert set(df["finish_reason"]) <= {"stop", "length"} and (df["num_tokens"] <= 5).all()
     manifest = json.loads((tmp_path / "toy.manifest.json").read_text())
@@ -82,10 +88,11 @@ def test_cli_shards_then_merge(tmp_path, fake_prompts, capsys):
 def test_cli_errors_are_user_errors(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a/1"}\n')
-    rc = main(
-        ["generate", "--model-path", "x", "--problems", str(bad), "--output", str(tmp_path / "o.parquet")]
-    )
-    assert rc == 1
+    argv = ["generate", "--model-path", "x", "--problems", str(bad), "--output", str(tmp_path / "o.parquet")]
+    assert main(argv) == 1 and "missing --config-json" in capsys.readouterr().err
+    assert main([*argv, "--config-json", '{"seed": 1, "generate": {"n": 0}}']) == 1
+    assert "config key generate.n" in capsys.readouterr().err  # the key named, before any work
+    assert main([*argv, "--config-json", '{"seed": 1}']) == 1
     assert "bad.jsonl:1: problem 'a/1' has no field 'prompt'" in capsys.readouterr().err
     rc = main(
         ["generate", "merge", "--output", str(tmp_path / "m.parquet"), str(tmp_path / "shard0.parquet")]
@@ -98,8 +105,9 @@ def test_real_prompt_builder_and_extractor_are_wired(tmp_path):
     config) and extract_program on every completion."""
     tiny_model_dir = fx.tiny_model_dir()
     from maxk.data import load
-    from maxk.data.prompts import build_prompt, extract_program
+    from maxk.data.prompts import build_prompt
     from maxk.generate.cli import prompt_functions
+    from maxk.generate.extract import extract_program
     from maxk.generate.hf import TransformersBackend
 
     problems = load("suite", family="mixed:0.5", n=4, seed=1)

@@ -16,7 +16,7 @@ import pytest
 from maxk.cli import main
 from maxk.io import write_jsonl
 from maxk.sandbox import Score, Scorer, close_shared_scorers, outputs_match, score_programs, shared_scorer
-from maxk.sandbox import protocol as P
+from maxk.sandbox import wire as P
 
 ADD = {
     "id": "u/add",
@@ -282,15 +282,18 @@ def test_doctor_reports_every_layer(capsys):
 
 
 def test_scorer_accepts_the_config_section_as_is():
-    import yaml
 
+    from maxk.config import load_config
     from maxk.sandbox import Limits
 
     for name in ("config/config.yaml", "config/paper.yaml"):
-        section = yaml.safe_load(Path(name).read_text())["sandbox"]
+        section = load_config(name)["sandbox"]
         limits = Limits.make(**section)
-        assert limits.output_bytes == int(section["output_mb"] * (1 << 20))
-        assert limits.minimum == section["isolation"]["minimum"]
+        assert limits.output_bytes == int(section.get("output_mb", 8) * (1 << 20))
+        assert limits.minimum == section.get("isolation", {}).get("minimum", "portable")
+    paper = Limits.make(**load_config("config/paper.yaml")["sandbox"])
+    assert paper.minimum == "full" and paper.float_rel_tol == 1e-6
+    assert Limits.make(**{"output_mb": 2, "isolation": {"minimum": "full"}}).output_bytes == 2 << 20
 
 
 def _pool_processes(owner: str) -> dict[int, dict[str, str]]:
@@ -336,11 +339,11 @@ def test_programs_import_what_the_worker_did_not_preload(mode):
     Landlock a program imports them itself, in its child, even where the sandbox uid cannot walk the
     interpreter's path (root's Python under /root, dropped to nobody). Without Landlock the worker
     pre-imports them instead (the import path is not pinned there)."""
-    from maxk.sandbox import _worker
+    from maxk.sandbox import isolation
 
     rare = ["decimal", "fractions", "datetime", "hashlib", "zlib", "statistics", "csv"]
-    assert not set(rare) & set(_worker.PRELOAD)
-    assert set(rare) <= set(_worker.PRELOAD_UNPINNED)
+    assert not set(rare) & set(isolation.PRELOAD)
+    assert set(rare) <= set(isolation.PRELOAD_UNPINNED)
     layers = {} if mode == "full" else {"userns": False, "pidns": False, "landlock": False}
     with Scorer(workers=1, **layers) as scorer:
         if mode == "full" and not scorer.layers.get("landlock"):
@@ -372,7 +375,7 @@ def test_worker_maps_no_library_the_programs_rarely_need():
 
 
 def test_remove_tree_never_follows_links(tmp_path):
-    from maxk.sandbox._worker import remove_tree
+    from maxk.sandbox.isolation import remove_tree
 
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -441,11 +444,11 @@ def test_random_test_inputs_are_replayed_identically():
     caller's own generators are untouched, and threads scoring side by side cannot interleave."""
     import random
 
-    from maxk.sandbox.scorer import _CallProblem, _random_plan
+    from maxk.sandbox.judge import CallProblem, _random_plan
 
     base: dict = {}
     exec(LOOP["tests"]["setup"], base)
-    prob = _CallProblem("add", base, [], 1.0)
+    prob = CallProblem("add", base, [], 1.0)
     prob.randoms = _random_plan(base)
     state, rng_state = random.getstate(), base["rng"].getstate()
     draws = [
@@ -479,9 +482,9 @@ def test_nothing_the_recording_computes_reaches_a_verdict(kept):
 
 def test_recording_has_a_wall_clock_bound(monkeypatch):
     """A loop on identity spends none of the stand-in's budget; the recording's deadline ends it."""
-    from maxk.sandbox import scorer as S
+    from maxk.sandbox import judge
 
-    monkeypatch.setattr(S, "RECORDING_S", 0.3)
+    monkeypatch.setattr(judge, "RECORDING_S", 0.3)
     case = "r = add(1, 2)\ni = 0\nwhile type(r) is not int and i >= 0:\n    i += 1\nassert r == 3"
     # even when the test code catches what ends the recording
     stubborn = (
@@ -537,7 +540,7 @@ def test_unpinning_restores_the_import_paths_of_loaded_packages():
     """Where Landlock fails after the paths were pinned, everything goes back as it was."""
     code = (
         "import encodings, sys\n"
-        "from maxk.sandbox import _worker as W\n"
+        "from maxk.sandbox import isolation as W\n"
         "path, pkg = list(sys.path), list(encodings.__path__)\n"
         "fds = W.pin_sys_path()\n"
         "assert encodings.__path__[0].startswith('/proc/self/fd/'), encodings.__path__\n"

@@ -100,7 +100,7 @@ def test_tokenizer_reloads_token_for_token_through_autotokenizer(tmp_path):
 def test_sample_and_score_uses_the_pipeline_prompt_and_extractor(tiny_model_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from maxk.data.prompts import extract_program
+    from maxk.generate.extract import extract_program
     from maxk.train.base import sample_and_score
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
@@ -176,16 +176,14 @@ def test_default_config_prompts_leave_room_in_the_default_base_model():
     in the base model `maxk base` builds, with the tokenizer it trains: otherwise the prompt-room check
     stops `snakemake --cores all` at generation (HumanEval's longest prompt is 772 tokens)."""
     import random
-    from pathlib import Path
 
-    import yaml
-
+    from maxk.config import load_config
     from maxk.data.build import build_dataset
     from maxk.data.prompts import build_prompt
     from maxk.train.base import _tokenizer_texts
     from maxk.train.tiny import train_tokenizer
 
-    cfg = yaml.safe_load((Path(__file__).parents[2] / "config" / "config.yaml").read_text())
+    cfg = load_config()
     bm, prompt_cfg = cfg["base_model"], cfg["prompt"]
     train = [r for r in build_dataset(cfg["train"]["dataset"], cfg)[0] if r.get("reference")]
     train = random.Random(cfg["seed"]).sample(train, min(bm["sft"]["max_examples"], len(train)))

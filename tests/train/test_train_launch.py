@@ -21,7 +21,10 @@ ROOT = Path(__file__).parents[2]
 
 
 def _config(name):
-    return yaml.safe_load((ROOT / "config" / name).read_text())
+    """The config as the Snakefile sees it: validated, every default filled in."""
+    from maxk.config import load_config
+
+    return load_config(ROOT / "config" / name)
 
 
 def test_launch_prefix_cpu_and_gpu():
@@ -64,8 +67,8 @@ def test_runs_may_override_k_its_schedule_and_the_own_ratio(tmp_path):
 
     train = _config("config.yaml")["train"]
     assert (
-        "bon_k_schedule" not in train and "own_ratio" not in train
-    )  # schema defaults: constant k, no own ratio
+        train["bon_k_schedule"] is None and train["own_ratio"] is False
+    )  # defaults: constant k, no own ratio
     run = {"method": "offpolicy_bon_exact", "bon_k": 6, "own_ratio": True,
            "bon_k_schedule": {"kind": "step", "final": 2, "at": 0.25}}  # fmt: skip
     eff = run_config(train, run)

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from maxk.config import load_config
+
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "profiles" / "slurm"
 FAKE = ROOT / "tests" / "fake_slurm"
@@ -66,7 +68,7 @@ def test_paper_config_plans_every_job_on_slurm() -> None:
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     jobs = dry_run_jobs(res.stdout + res.stderr)
     counts = Counter(rule for rule, _ in jobs)
-    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    paper = load_config(ROOT / "config" / "paper.yaml")
     assert counts["train"] == len(paper["runs"]) == 13  # the paper's 10 runs and 3 beyond it
     assert counts["data_build"] == len(paper["datasets"])
     assert "base_model" not in counts  # the paper's base model is Qwen2.5-Coder-7B-Instruct, not built

@@ -294,7 +294,7 @@ rule analysis_lab:
     resources:
         **resources_of("analysis_lab"),
     params:
-        cfg=config_json("analysis", "lab"),
+        cfg=json.dumps({"lab": config["analysis"]["lab"]}, sort_keys=True),
         seed=config["seed"],
         outdir=lambda w, output: os.path.dirname(output.onpolicy),
     shell:

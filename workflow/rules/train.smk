@@ -63,7 +63,7 @@ rule train:
         config=lambda wc: train_config_json(config, wc.run),
         model=lambda wc, input: input.model if BASE["build"] else BASE["path"],
         revision=model_revision_arg(config, "base"),
-        checkpoints=config["train"].get("checkpoints", "work/checkpoints"),
+        checkpoints=config["train"]["checkpoints"],
         launch=launch_prefix(
             config["train"]["launch"],
             rule_resources("train").get("gpu", 0),

@@ -236,13 +236,10 @@ def evaluate_claims(
 
     ccfg = cfg["claims"]
     dataset = ccfg["dataset"]
-    cap = int(ccfg.get("large_k", 128))
-    power = float(ccfg.get("power", 0.8))
-    sig = cfg.get("significance") or {}
-    alpha = float(sig.get("alpha", 0.05))
-    zero_method = sig.get("zero_method", "wilcox")
-    boot = cfg.get("bootstrap") or {}
-    resamples, confidence = int(boot.get("resamples", 1000)), float(boot.get("confidence", 0.95))
+    cap, power = int(ccfg["large_k"]), float(ccfg["power"])
+    sig, boot = cfg["significance"], cfg["bootstrap"]
+    alpha, zero_method = float(sig["alpha"]), sig["zero_method"]
+    resamples, confidence = int(boot["resamples"]), float(boot["confidence"])
     known = set(cfg.get("models") or {})
     paper_dataset = ccfg.get("paper_dataset")
 

@@ -74,7 +74,12 @@ def _cfg(args: argparse.Namespace) -> dict:
         raise UserError(f"--config-json is not valid JSON: {exc}") from exc
     if not isinstance(cfg, dict):
         raise UserError("--config-json must be a JSON object (the analysis config section)")
-    return cfg
+    from maxk.config import ConfigError, with_defaults
+
+    try:  # the keys of the section the rule passed, each key it leaves out at its schema default
+        return with_defaults("analysis", cfg)
+    except ConfigError as exc:
+        raise UserError(f"--config-json: {exc}") from None
 
 
 def _metrics(args: argparse.Namespace) -> int:
@@ -90,10 +95,10 @@ def _metrics(args: argparse.Namespace) -> int:
         raise UserError(f"{path}: scores file not found")
     scores = pd.read_parquet(path, columns=["problem_id", "sample_index", "reward"])
     try:
-        mat = reward_matrix(scores, ragged=cfg.get("ragged", "error"), source=str(path))
+        mat = reward_matrix(scores, ragged=cfg["ragged"], source=str(path))
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    frame = compute_metrics(mat, cfg.get("ks"))
+    frame = compute_metrics(mat, cfg["ks"])
     meta = {
         "source": str(path),
         "n": mat.n,
@@ -131,18 +136,17 @@ def _labels(cfg: dict) -> dict:
 def _build(cfg: dict, seed: int, spec, frames):
     from maxk.analysis.tables import build_table
 
-    sig = cfg.get("significance", {})
-    boot = cfg.get("bootstrap", {})
+    sig, boot = cfg["significance"], cfg["bootstrap"]
     return build_table(
         spec,
         frames,
         seed=seed,
-        resamples=int(boot.get("resamples", 1000)),
-        confidence=float(boot.get("confidence", 0.95)),
-        alternative=sig.get("alternative", "greater"),
-        zero_method=sig.get("zero_method", "wilcox"),
-        alpha=float(sig.get("alpha", 0.05)),
-        star_correction=sig.get("star", "holm"),
+        resamples=int(boot["resamples"]),
+        confidence=float(boot["confidence"]),
+        alternative=sig["alternative"],
+        zero_method=sig["zero_method"],
+        alpha=float(sig["alpha"]),
+        star_correction=sig["star"],
     )
 
 
@@ -168,7 +172,7 @@ def _tables(args: argparse.Namespace) -> int:
 
     cfg = _cfg(args)
     labels = _labels(cfg)
-    decimals = int(cfg.get("decimals", 3))
+    decimals = int(cfg["decimals"])
     outdir = Path(args.outdir)
     for spec in _selected_specs(cfg, args.table):
         frames = _load_frames(cfg, args.metrics_dir, [(m, d) for m in spec.rows for d in spec.datasets])
@@ -245,18 +249,18 @@ def _figure(args: argparse.Namespace) -> int:
     cfg = _cfg(args)
     labels = _labels(cfg)
     figs = cfg.get("figures", {})
-    boot = cfg.get("bootstrap", {})
+    boot = cfg["bootstrap"]
     bkw = {
         "seed": args.seed,
-        "resamples": int(boot.get("resamples", 1000)),
-        "confidence": float(boot.get("confidence", 0.95)),
+        "resamples": int(boot["resamples"]),
+        "confidence": float(boot["confidence"]),
     }
     if args.kind in ("passk", "maxk"):
         if not args.metrics_dir:
             raise UserError("--metrics-dir is required for passk / maxk figures")
         if args.kind == "passk":
             fc = figs["passk"]
-            dataset, models, metric = args.dataset or fc["dataset"], fc["models"], fc.get("metric", "pass")
+            dataset, models, metric = args.dataset or fc["dataset"], fc["models"], fc["metric"]
         else:
             fc = figs["maxk_curves"]
             if not args.dataset:
@@ -329,17 +333,17 @@ def _claims(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     outdir = Path(args.outdir)
-    sig, boot = cfg.get("significance") or {}, cfg.get("bootstrap") or {}
+    sig, boot = cfg["significance"], cfg["bootstrap"]
     with atomic_open(outdir / "claims.csv") as fh:
         frame.to_csv(fh, index=False, float_format="%.6g")
     with atomic_open(outdir / "claims.md") as fh:
         fh.write(
             render_claims_markdown(
                 frame,
-                int(cfg.get("decimals", 3)),
-                alpha=float(sig.get("alpha", 0.05)),
-                confidence=float(boot.get("confidence", 0.95)),
-                power=float(cfg["claims"].get("power", 0.8)),
+                int(cfg["decimals"]),
+                alpha=float(sig["alpha"]),
+                confidence=float(boot["confidence"]),
+                power=float(cfg["claims"]["power"]),
             )
         )
     write_provenance(outdir / "claims.csv", config=cfg, seeds={"seed": args.seed}, entropy_kind=kind)
@@ -355,7 +359,7 @@ def _lab(args: argparse.Namespace) -> int:
     from maxk.provenance import write_provenance
 
     cfg = _cfg(args)
-    lab = cfg.get("lab", cfg)
+    lab = cfg["lab"]
     outdir = Path(args.outdir)
     on, off = run_lab(lab, args.seed)
     for name, frame in (("onpolicy.csv", on), ("offpolicy.csv", off)):

@@ -116,7 +116,8 @@ class TableResult:
 
 
 def table_specs(cfg: Mapping) -> list[TableSpec]:
-    """All table specs of an ``analysis`` config section: ``tables`` plus generated full tables."""
+    """All table specs of an ``analysis`` config section (validated, every default filled in:
+    ``maxk.config``): ``tables`` plus generated full tables."""
     specs: list[TableSpec] = []
     for name, t in (cfg.get("tables") or {}).items():
         specs.append(
@@ -127,10 +128,10 @@ def table_specs(cfg: Mapping) -> list[TableSpec]:
                 datasets=tuple(t["datasets"]),
                 metrics=tuple(t["metrics"]),
                 ks=tuple(int(k) for k in t["ks"]),
-                color=bool(t.get("color", True)),
-                marks=bool(t.get("marks", True)),
-                significance=bool(t.get("significance", False)),
-                resize=bool(t.get("resize", False)),
+                color=bool(t["color"]),
+                marks=bool(t["marks"]),
+                significance=bool(t["significance"]),
+                resize=bool(t["resize"]),
                 label=t.get("label"),
                 row_labels=tuple((t.get("row_labels") or {}).items()),
             )
@@ -152,10 +153,10 @@ def table_specs(cfg: Mapping) -> list[TableSpec]:
                         datasets=(dataset,),
                         metrics=(metric,),
                         ks=tuple(int(k) for k in full["ks"]),
-                        color=bool(full.get("color", True)),
-                        marks=bool(full.get("marks", False)),
+                        color=bool(full["color"]),
+                        marks=bool(full["marks"]),
                         significance=False,
-                        resize=bool(full.get("resize", True)),
+                        resize=bool(full["resize"]),
                     )
                 )
     seen: set[str] = set()

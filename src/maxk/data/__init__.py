@@ -9,7 +9,7 @@
 - a dataset name of the config (``suite_train``, ``suite_test``, ``suite_call``, ``humaneval``, or the
   paper config's ``codecontests_train`` ...): built in memory exactly as ``maxk data build`` writes it
   (filters, split, test cap). ``config=`` (a dict or a YAML path) picks the config; default is the
-  repository's ``config/config.yaml``, or the built-in copy of its data sections.
+  repository's ``config/config.yaml``.
 - ``path=`` reads an already built file instead (``results/data/{name}.jsonl.gz``).
 
 A name that is both (``humaneval``) resolves to the source unless ``config=`` is given.
@@ -17,80 +17,30 @@ A name that is both (``humaneval``) resolves to the source unless ``config=`` is
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
 from maxk.data.build import SOURCES, DataError, build_dataset, load_source, read_problems
 from maxk.data.schema import SchemaError, validate_problem
 
-__all__ = ["DEFAULT_DATA_CONFIG", "DataError", "SchemaError", "default_config", "load", "read_problems",
+__all__ = ["DataError", "SchemaError", "default_config", "load", "read_problems",
            "validate_problem"]  # fmt: skip
-
-#: Built-in copy of the default config's data sections (used when config/config.yaml is not found).
-DEFAULT_DATA_CONFIG: dict[str, Any] = {
-    "datasets": {
-        "suite_train": {"pool": "suite", "part": "train"},
-        "suite_test": {"pool": "suite", "part": "test", "formats": ["stdio"]},
-        "suite_call": {"pool": "suite", "part": "test", "formats": ["call"]},
-        "humaneval": {"pool": "humaneval"},
-    },
-    "data": {
-        "tokenizer": None,
-        "pools": {
-            "suite": {
-                "source": "suite",
-                "options": {"family": "mixed:0.25", "n": 4000, "seed": 1234, "num_tests": 8},
-                "max_difficulty": 5,
-                "max_prompt_tokens": 1024,
-                "max_tests": None,
-                "split": {"seed": 1234, "sizes": {"train": 0.9, "test": 0.1}, "stratify": "format"},
-                "expected": {"filtered": 4000, "train": 3600, "test": 400},
-            },
-            "humaneval": {
-                "source": "humaneval",
-                "options": {},
-                "max_difficulty": None,
-                "max_prompt_tokens": None,
-                "max_tests": None,
-                "split": None,
-                "expected": {"filtered": 164},
-            },
-        },
-    },
-}
-
-
-def _repo_config_path() -> Path | None:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        cand = parent / "config" / "config.yaml"
-        if cand.is_file() and (parent / "Snakefile").is_file():
-            return cand
-    return None
 
 
 def default_config() -> dict[str, Any]:
-    """The repository's config/config.yaml if found, else ``DEFAULT_DATA_CONFIG``."""
-    path = _repo_config_path()
-    if path is not None:
-        import yaml
+    """The repository's ``config/config.yaml``, validated, with every default filled in."""
+    from maxk.config import load_config
 
-        with open(path, encoding="utf-8") as fh:
-            cfg = yaml.safe_load(fh) or {}
-        if "datasets" in cfg and "data" in cfg:
-            return cfg
-    return copy.deepcopy(DEFAULT_DATA_CONFIG)
+    return load_config()
 
 
 def _as_config(config: dict[str, Any] | str | Path | None) -> dict[str, Any]:
     if config is None:
         return default_config()
     if isinstance(config, str | Path):
-        import yaml
+        from maxk.config import load_config
 
-        with open(config, encoding="utf-8") as fh:
-            return yaml.safe_load(fh) or {}
+        return load_config(config)
     return config
 
 

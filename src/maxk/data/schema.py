@@ -23,7 +23,9 @@ A problem record is a JSON object with exactly these keys:
 ``meta`` (object, optional)
     Anything else worth keeping (source row index, contest id, public/private test counts, ...).
 
-``validate_problem`` checks one record; errors are ``SchemaError`` naming the file, row id and field.
+``Problem`` (with ``StdioTests``/``CallTests``) is the record's static type, for every boundary that
+passes records; ``validate_problem`` checks one record; errors are ``SchemaError`` naming the file,
+row id and field.
 Records written to ``results/data`` must have at least one case (``require_cases=True``); loaders
 may produce records without cases, which the ``no_tests`` filter then drops and counts.
 """
@@ -33,10 +35,44 @@ from __future__ import annotations
 import keyword
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, TypedDict
 
-REQUIRED_KEYS = ("id", "source", "prompt", "difficulty", "tests")
-OPTIONAL_KEYS = ("reference", "time_limit", "meta")
+
+class StdioCase(TypedDict):
+    input: str
+    output: str
+
+
+class StdioTests(TypedDict):
+    format: Literal["stdio"]
+    cases: list[StdioCase]
+
+
+class CallTests(TypedDict):
+    format: Literal["call"]
+    entry_point: str
+    setup: str
+    cases: list[str]
+
+
+class _RequiredFields(TypedDict):
+    id: str
+    source: str
+    prompt: str
+    difficulty: int | None
+    tests: StdioTests | CallTests
+
+
+class Problem(_RequiredFields, total=False):
+    """A problem record (the static type of what ``validate_problem`` checks at run time)."""
+
+    reference: str | None
+    time_limit: float | None
+    meta: dict[str, Any]
+
+
+REQUIRED_KEYS = tuple(_RequiredFields.__annotations__)
+OPTIONAL_KEYS = tuple(k for k in Problem.__annotations__ if k not in REQUIRED_KEYS)
 ALL_KEYS = frozenset(REQUIRED_KEYS + OPTIONAL_KEYS)
 TEST_FORMATS = ("stdio", "call")
 
@@ -79,7 +115,7 @@ def _validate_time_limit(tl: Any, fail) -> None:
 
 def validate_problem(
     record: Any, *, file: str | None = None, row: Any = None, require_cases: bool = True
-) -> dict[str, Any]:
+) -> Problem:
     """Check ``record`` against the schema and return it unchanged; raise ``SchemaError`` otherwise.
 
     ``row`` is how to name the record in errors when it has no usable ``id`` (e.g. a line number).
@@ -112,7 +148,7 @@ def validate_problem(
     return record
 
 
-def validate_scorable(record: Any, *, file: str | None = None, row: Any = None) -> dict[str, Any]:
+def validate_scorable(record: Any, *, file: str | None = None, row: Any = None) -> Problem:
     """Check the part of a record the sandbox judges by (``id``, ``tests``, ``time_limit``), with the same
     rules and messages as ``validate_problem``; the rest (prompt, source, ...) is not needed to score."""
     fail = _failer(record, file, row)
@@ -163,9 +199,9 @@ def _validate_tests(tests: Any, fail, require_cases: bool) -> None:
 
 def validate_dataset(
     records: Iterable[Any], *, file: str | None = None, require_cases: bool = True
-) -> list[dict[str, Any]]:
+) -> list[Problem]:
     """Validate every record and the uniqueness of ids; return them as a list."""
-    out: list[dict[str, Any]] = []
+    out: list[Problem] = []
     seen: set[str] = set()
     for i, rec in enumerate(records):
         validate_problem(rec, file=file, row=i, require_cases=require_cases)

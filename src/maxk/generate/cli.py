@@ -29,8 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--num-shards", type=int, default=1, help="number of shards (default 1)")
     p.add_argument(
         "--config-json",
-        default="{}",
-        help='JSON with "seed", "generate" (config section) and "prompt" (the prompt builder\'s section)',
+        help='JSON with "seed", "generate" and "prompt" (config sections; keys left out take their defaults)',
     )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (transformers backend)")
     p.add_argument(
@@ -59,47 +58,47 @@ def _load_problems(path: str) -> list[dict[str, Any]]:
 
 
 def make_backend(gen: dict[str, Any], model_path: str, *, seed: int, threads: int | None) -> Any:
-    """The backend named by ``gen['backend']`` with its settings from the config section, on the model
-    directory ``model_path`` (a hub id and its revision are resolved before: ``maxk.hf_hub``)."""
-    backend = gen.get("backend", "transformers")
-    stop = gen.get("stop_tokens")
-    extra = {"stop_tokens": stop} if stop is not None else {}
+    """The backend named by ``gen['backend']`` with its settings from the (validated) ``generate``
+    config section, on the model directory ``model_path`` (a hub id and its revision are resolved
+    before: ``maxk.hf_hub``)."""
+    backend = gen["backend"]
     if backend == "transformers":
         from maxk.generate.hf import TransformersBackend
 
-        hf = gen.get("transformers", {})
+        hf = gen["transformers"]
         return TransformersBackend(
             model_path,
-            max_batch_size=hf.get("max_batch_size", 256),
-            dtype=hf.get("dtype", "float32"),
-            device=hf.get("device", "cpu"),
+            max_batch_size=hf["max_batch_size"],
+            dtype=hf["dtype"],
+            device=hf["device"],
             threads=threads,
-            **extra,
+            stop_tokens=gen["stop_tokens"],
         )
     if backend == "vllm":
         from maxk.generate.vllm import VLLMBackend
 
-        v = gen.get("vllm", {})
+        v = gen["vllm"]
         return VLLMBackend(
             model_path,
-            tensor_parallel_size=v.get("tensor_parallel_size", 1),
-            gpu_memory_utilization=v.get("gpu_memory_utilization", 0.9),
-            max_model_len=v.get("max_model_len"),
-            dtype=v.get("dtype", "bfloat16"),
-            entropy_top_logprobs=v.get("entropy_top_logprobs", 20),
-            logprobs_mode=v.get("logprobs_mode", "processed_logprobs"),
-            enforce_eager=v.get("enforce_eager", False),
-            prompts_per_call=v.get("prompts_per_call", 64),
+            tensor_parallel_size=v["tensor_parallel_size"],
+            gpu_memory_utilization=v["gpu_memory_utilization"],
+            max_model_len=v["max_model_len"],
+            dtype=v["dtype"],
+            entropy_top_logprobs=v["entropy_top_logprobs"],
+            logprobs_mode=v["logprobs_mode"],
+            enforce_eager=v["enforce_eager"],
+            prompts_per_call=v["prompts_per_call"],
             seed=seed,
-            **extra,
+            stop_tokens=gen["stop_tokens"],
         )
     raise ValueError(f"unknown generate.backend {backend!r} (expected 'transformers' or 'vllm')")
 
 
 def prompt_functions(tokenizer: Any, prompt_config: dict[str, Any]) -> tuple[Any, Any]:
-    """``(build_prompt(problem) -> str, extract_program(completion, problem) -> str)`` from the data
-    stage (``maxk.data.prompts``); the prompt is built with the generating model's tokenizer."""
-    from maxk.data.prompts import build_prompt, extract_program
+    """``(build_prompt(problem) -> str, extract_program(completion, problem) -> str)``: the prompt of
+    ``maxk.data.prompts``, built with the generating model's tokenizer, and ``maxk.generate.extract``."""
+    from maxk.data.prompts import build_prompt
+    from maxk.generate.extract import extract_program
 
     def build(problem: dict[str, Any]) -> str:
         return build_prompt(problem, tokenizer, config=prompt_config)
@@ -111,33 +110,35 @@ def _generate(args: argparse.Namespace) -> int:
     from maxk.cli import UserError
 
     missing = [
-        f"--{k.replace('_', '-')}" for k in ("model_path", "problems", "output") if not getattr(args, k)
+        f"--{k.replace('_', '-')}"
+        for k in ("model_path", "problems", "output", "config_json")
+        if not getattr(args, k)
     ]
     if missing:
         raise UserError(f"missing {', '.join(missing)}")
+    from maxk.config import ConfigError, validate_config
+
     try:
-        config = json.loads(args.config_json)
+        config = validate_config(json.loads(args.config_json))  # every default filled in
     except json.JSONDecodeError as exc:
         raise UserError(f"--config-json is not valid JSON ({exc.msg})") from exc
+    except ConfigError as exc:
+        raise UserError(f"--config-json: {exc}") from None
     from pathlib import Path
 
     from maxk.generate.backends import PromptTooLongError, SamplingParams
     from maxk.generate.run import model_fingerprint, run_shard
 
-    gen = config.get("generate", {})
-    seed = int(config.get("seed", 0))
+    gen = config["generate"]
+    seed = int(config["seed"])
     dataset = args.dataset or Path(args.problems).name.split(".")[0]
     model_name = args.model_name or Path(args.model_path).name
     try:
         problems = _load_problems(args.problems)
-        if gen.get("max_problems") is not None:
+        if gen["max_problems"] is not None:
             problems = problems[: int(gen["max_problems"])]  # the first ones, in dataset order
-        params = SamplingParams(
-            n=gen.get("n", 256),
-            temperature=gen.get("temperature", 1.0),
-            top_p=gen.get("top_p", 1.0),
-            max_new_tokens=gen.get("max_new_tokens", 256),
-        )
+        keys = ("n", "temperature", "top_p", "max_new_tokens")
+        params = SamplingParams(**{k: gen[k] for k in keys})
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from exc
     from maxk.hf_hub import ModelNotFoundError, resolve_model
@@ -150,7 +151,7 @@ def _generate(args: argparse.Namespace) -> int:
         backend = make_backend(gen, model_dir, seed=seed, threads=args.threads)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load model {args.model_path!r} for generation: {exc}") from exc
-    build, extract = prompt_functions(backend.tokenizer, config.get("prompt") or {})
+    build, extract = prompt_functions(backend.tokenizer, config["prompt"])
     try:
         manifest = run_shard(
             problems=problems,

@@ -39,7 +39,7 @@ def model_inputs(config: dict[str, Any], model: str) -> list[str]:
 def job_config_json(config: dict[str, Any]) -> str:
     """What a generation job depends on (seed, the generate and prompt sections) as canonical JSON,
     for ``params:``: editing another section does not rerun generation."""
-    subset = {"seed": config["seed"], "generate": config["generate"], "prompt": config.get("prompt", {})}
+    subset = {"seed": config["seed"], "generate": config["generate"], "prompt": config["prompt"]}
     return json.dumps(subset, sort_keys=True)
 
 
@@ -49,7 +49,7 @@ def shard_resources(config: dict[str, Any], base: dict[str, Any]) -> dict[str, A
     res.update(base)
     gen = config["generate"]
     if gen["backend"] == "vllm":
-        res["gpu"] = max(res["gpu"], gen.get("vllm", {}).get("tensor_parallel_size", 1))
+        res["gpu"] = max(res["gpu"], gen["vllm"]["tensor_parallel_size"])
     return res
 
 

@@ -69,7 +69,8 @@ def sample_and_score(
     """
     import torch
 
-    from maxk.data.prompts import build_prompt, extract_program
+    from maxk.data.prompts import build_prompt
+    from maxk.generate.extract import extract_program
 
     torch.manual_seed(seed)
     model.eval()
@@ -145,15 +146,17 @@ def build_base_model(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    from maxk.config import job_config
     from maxk.data.prompts import build_prompt
     from maxk.provenance import write_provenance
     from maxk.train.tiny import init_model, save, train_tokenizer
 
-    bm, seed, prompt_cfg = config["base_model"], int(config["seed"]), config.get("prompt")
+    config = job_config(config, ("base_model",))  # every key left out at its default
+    bm, seed, prompt_cfg = config["base_model"], int(config["seed"]), config["prompt"]
     torch.set_num_threads(max(1, int(bm.get("threads") or os.cpu_count() or 1)))
     train = [row for _, row in read_jsonl(train_data) if row.get("reference")]
     sft = bm["sft"]
-    if sft.get("max_examples") and sft["max_examples"] < len(train):
+    if sft["max_examples"] and sft["max_examples"] < len(train):
         train = random.Random(seed).sample(train, sft["max_examples"])
     timings: dict[str, float] = {}
 
@@ -175,11 +178,11 @@ def build_base_model(
     args = SFTConfig(
         output_dir=str(work / "sft"),
         num_train_epochs=sft["epochs"],
-        max_steps=sft.get("max_steps") or -1,
+        max_steps=sft["max_steps"] or -1,
         learning_rate=sft["learning_rate"],
         lr_scheduler_type="cosine",
-        warmup_steps=sft.get("warmup_steps", 0),
-        weight_decay=sft.get("weight_decay", 0.0),
+        warmup_steps=sft["warmup_steps"],
+        weight_decay=sft["weight_decay"],
         per_device_train_batch_size=sft["batch_size"],
         max_length=sft["max_length"],
         completion_only_loss=True,
@@ -213,7 +216,7 @@ def build_base_model(
         if scorer is None:
             from maxk.sandbox import Scorer
 
-            scorer = stack.enter_context(Scorer(**(config.get("sandbox") or {})))
+            scorer = stack.enter_context(Scorer(**config["sandbox"]))
         check = sample_and_score(
             model,
             tok,

@@ -32,11 +32,16 @@ def _offline() -> None:
 def _job_config(config_json: str, keys: tuple[str, ...], paths: tuple[str, ...]) -> dict[str, Any]:
     """The job's config, once it has every key in ``keys`` and every path in ``paths`` exists."""
     from maxk.cli import UserError
+    from maxk.config import ConfigError, job_config
 
     cfg = _config(config_json)
     for key in keys:
         if key not in cfg:
             raise UserError(f"--config-json lacks the key {key!r} (needs {', '.join(keys)})")
+    try:  # checked here, so that a bad key is a user error before any model is loaded
+        job_config(cfg, ("train", "base_model"))
+    except ConfigError as exc:
+        raise UserError(f"--config-json: {exc}") from None
     for path in paths:
         if not os.path.exists(path):
             raise UserError(f"{path}: no such file or directory")

@@ -63,7 +63,7 @@ def check_run(run: str, effective: dict[str, Any]) -> None:
     regenerates every ``num_iterations`` optimizer steps (``steps_per_generation`` = gradient
     accumulation), so a ``save_steps`` that is not a multiple of it resumes into a partly used batch,
     which then gets extra PPO iterations."""
-    save, iters = effective.get("save_steps"), int(effective.get("num_iterations") or 1)
+    save, iters = effective["save_steps"], int(effective["num_iterations"])
     if save and int(save) % iters:
         nearest = iters * max(1, round(int(save) / iters))
         raise ValueError(
@@ -91,10 +91,10 @@ def grpo_kwargs(effective: dict[str, Any], *, output_dir: str, seed: int, use_cp
         output_dir=output_dir,
         seed=seed,
         data_seed=seed,
-        max_steps=effective.get("max_steps") or -1,
+        max_steps=effective["max_steps"] or -1,
         optim="adamw_torch",  # with weight_decay 0 this is Adam, as in the paper
         save_strategy="steps",
-        save_steps=effective.get("save_steps", 10),
+        save_steps=effective["save_steps"],
         save_total_limit=1,
         logging_steps=1,
         report_to="none",
@@ -106,14 +106,14 @@ def grpo_kwargs(effective: dict[str, Any], *, output_dir: str, seed: int, use_cp
     )
     if use_cpu:
         kw.update(bf16=False, gradient_checkpointing=False)
-    vllm = effective.get("vllm") or {}
-    if vllm.get("enabled") and not use_cpu:
+    vllm = effective["vllm"]
+    if vllm["enabled"] and not use_cpu:
         kw.update(
             use_vllm=True,
-            vllm_mode=vllm.get("mode", "colocate"),
-            vllm_gpu_memory_utilization=vllm.get("gpu_memory_utilization", 0.3),
-            vllm_importance_sampling_correction=vllm.get("importance_sampling_correction", False),
-            vllm_enable_sleep_mode=vllm.get("enable_sleep_mode", False),
+            vllm_mode=vllm["mode"],
+            vllm_gpu_memory_utilization=vllm["gpu_memory_utilization"],
+            vllm_importance_sampling_correction=vllm["importance_sampling_correction"],
+            vllm_enable_sleep_mode=vllm["enable_sleep_mode"],
         )
     return kw
 
@@ -126,8 +126,8 @@ def train_config_json(config: dict[str, Any], run: str) -> str:
         "seed": config["seed"],
         "train": config["train"],
         "run": config["runs"][run],
-        "prompt": config.get("prompt"),
-        "sandbox": config.get("sandbox"),
+        "prompt": config["prompt"],
+        "sandbox": config["sandbox"],
     }
     return json.dumps(subset, sort_keys=True)
 

@@ -138,10 +138,13 @@ def train_run(
     from transformers import AutoTokenizer
     from transformers.trainer_utils import get_last_checkpoint
 
-    from maxk.data.prompts import build_prompt, extract_program
+    from maxk.config import job_config
+    from maxk.data.prompts import build_prompt
+    from maxk.generate.extract import extract_program
     from maxk.provenance import write_provenance
     from maxk.train.grpo import MaxKGRPOConfig, MaxKGRPOTrainer
 
+    config = job_config(config, ("train",))  # every key left out at its default
     seed = int(config["seed"])
     effective = run_config(config["train"], config["run"])
     check_run(run, effective)
@@ -149,7 +152,7 @@ def train_run(
     problems = load_problems(data, effective.get("max_prompts"), seed)
     tokenizer = AutoTokenizer.from_pretrained(model)
     tokenizer.padding_side = "left"
-    prompts = [build_prompt(p, tokenizer, config=config.get("prompt")) for p in problems]
+    prompts = [build_prompt(p, tokenizer, config=config["prompt"]) for p in problems]
     dataset = Dataset.from_dict({"prompt": prompts, "problem_id": [p["id"] for p in problems]})
     use_cpu = not _cuda_available()
     args = MaxKGRPOConfig(**grpo_kwargs(effective, output_dir=str(ckpt_dir), seed=seed, use_cpu=use_cpu))
@@ -158,19 +161,16 @@ def train_run(
         if scorer is None:  # our own pool for this run, closed however the run ends
             from maxk.sandbox import Scorer, check_training_isolation
 
-            sandbox = config.get("sandbox") or {}
-            scorer = stack.enter_context(Scorer(**sandbox))
-            allow = bool((sandbox.get("isolation") or {}).get("allow_exposed_training", False))
-            check_training_isolation(scorer.layers, allow)
+            scorer = stack.enter_context(Scorer(**config["sandbox"]))
+            allow = config["sandbox"]["isolation"]["allow_exposed_training"]
+            check_training_isolation(scorer.layers, bool(allow))
         reward = SandboxReward({p["id"]: p for p in problems}, scorer, args.reward_kind, extract_program)
         trainer = MaxKGRPOTrainer(
             model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer
         )
-        if effective.get("heldout"):
+        if effective["heldout"]:
             trainer.add_callback(
-                _heldout_curve(
-                    effective, data, problems, tokenizer, scorer, trainer, seed, config.get("prompt")
-                )
+                _heldout_curve(effective, data, problems, tokenizer, scorer, trainer, seed, config["prompt"])
             )
         last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
         start = time.perf_counter()
@@ -203,7 +203,8 @@ def train_run(
 
 def _heldout_curve(effective, data, problems, tokenizer, scorer, trainer, seed, prompt_cfg):
     """The ``train.heldout`` learning curve of this run (``maxk.train.heldout``)."""
-    from maxk.data.prompts import build_prompt, extract_program
+    from maxk.data.prompts import build_prompt
+    from maxk.generate.extract import extract_program
     from maxk.train.heldout import HeldoutCurve, heldout_problems
 
     cfg = effective["heldout"]
