@@ -1,7 +1,8 @@
 # maxk: one DAG from raw data to the paper's tables and figures.
 #   laptop (embedded default):  snakemake --cores all
 #   paper scale on Slurm:       snakemake --configfile config/paper.yaml --profile profiles/slurm
-# The stages live in workflow/rules/*.smk; each appends its final outputs to ALL_TARGETS.
+# The stages live in workflow/rules/*.smk; paths, final targets and each job's config slice live in
+# the package (src/maxk/workflow/), shared by the rules and the tests.
 from snakemake.utils import min_version
 
 from maxk.config import validate_config
@@ -36,4 +37,4 @@ include: "workflow/rules/score.smk"
 rule all:
     default_target: True
     input:
-        ALL_TARGETS,
+        get_final_output(),

@@ -189,7 +189,8 @@ def test_cli_writes_csv_and_markdown(tmp_path, capsys):
         samples.to_parquet(tmp_path / "samples" / run / "ds.parquet")
     out = tmp_path / "claims"
     argv = ["analyze", "claims", "--config-json", json.dumps(cfg()), "--seed", "3"]
-    argv += ["--metrics-dir", str(tmp_path / "metrics"), "--samples-dir", str(tmp_path / "samples")]
+    metrics_files = sorted(str(p) for p in (tmp_path / "metrics").glob("*/*.parquet"))
+    argv += ["--metrics", *metrics_files, "--samples", *map(str, (tmp_path / "samples").glob("*/*.parquet"))]
     assert main([*argv, "--outdir", str(out)]) == 0
     frame = pd.read_csv(out / "claims.csv")
     assert set(frame["id"]) >= ISSUE_IDS
@@ -199,7 +200,11 @@ def test_cli_writes_csv_and_markdown(tmp_path, capsys):
     # a missing metrics file is named
     (tmp_path / "metrics" / "bon_loo1" / "ds.parquet").unlink()
     assert main([*argv, "--outdir", str(out)]) != 0
-    assert "bon_loo1/ds.parquet" in capsys.readouterr().err
+    assert "bon_loo1/ds.parquet: metrics file not found" in capsys.readouterr().err
+    # a pair no file is given for is named, with the flag that gives it
+    argv.remove(str(tmp_path / "metrics" / "bon_loo1" / "ds.parquet"))
+    assert main([*argv, "--outdir", str(out)]) != 0
+    assert "no metrics file given for bon_loo1/ds: pass --metrics" in capsys.readouterr().err
 
 
 def test_large_k_is_the_paper_s_128_when_samples_allow():

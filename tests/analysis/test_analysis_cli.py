@@ -74,6 +74,15 @@ def workdir(tmp_path_factory):
     return root
 
 
+def METRICS(root):
+    """Every metrics file under ``root``, as a shell glob names them (files no table reads included)."""
+    return sorted(str(p) for p in (root / "metrics").glob("*/*.parquet"))
+
+
+def SAMPLES(root):
+    return sorted(str(p) for p in (root / "samples").glob("*/*.parquet"))
+
+
 def test_tables_and_stats(workdir):
     cfg = json.dumps(CFG)
     args = [
@@ -83,8 +92,8 @@ def test_tables_and_stats(workdir):
         cfg,
         "--seed",
         "3",
-        "--metrics-dir",
-        str(workdir / "metrics"),
+        "--metrics",
+        *METRICS(workdir),
         "--outdir",
         str(workdir / "tables"),
     ]
@@ -108,8 +117,8 @@ def test_tables_and_stats(workdir):
                 "stats",
                 "--config-json",
                 cfg,
-                "--metrics-dir",
-                str(workdir / "metrics"),
+                "--metrics",
+                *METRICS(workdir),
                 "--output",
                 str(out),
             ]
@@ -126,19 +135,19 @@ def test_figures_are_reproducible(workdir):
     cfg = json.dumps(CFG)
     common = ["--config-json", cfg, "--seed", "1"]
     runs = [
-        ["analyze", "figure", "passk", *common, "--metrics-dir", str(workdir / "metrics"), "--output-stem"],
+        ["analyze", "figure", "passk", *common, "--metrics", *METRICS(workdir), "--output-stem"],
         [
             "analyze",
             "figure",
             "maxk",
             *common,
-            "--metrics-dir",
-            str(workdir / "metrics"),
+            "--metrics",
+            *METRICS(workdir),
             "--dataset",
             "d2",
             "--output-stem",
         ],
-        ["analyze", "figure", "entropy", *common, "--samples-dir", str(workdir / "samples"), "--output-stem"],
+        ["analyze", "figure", "entropy", *common, "--samples", *SAMPLES(workdir), "--output-stem"],
     ]
     for i, run in enumerate(runs):
         stem = workdir / "figures" / f"f{i}"
@@ -213,8 +222,8 @@ def test_user_errors(workdir, tmp_path, capsys):
                 "tables",
                 "--config-json",
                 cfg,
-                "--metrics-dir",
-                str(workdir / "metrics"),
+                "--metrics",
+                *METRICS(workdir),
                 "--outdir",
                 str(tmp_path),
                 "--table",

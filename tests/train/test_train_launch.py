@@ -14,8 +14,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from maxk.train.launch import check_run, grpo_kwargs, launch_prefix, run_config, run_hash, train_config_json
+from maxk.train.launch import check_run, grpo_kwargs, launch_prefix, run_config, run_hash
 from maxk.train.run import SandboxReward, write_metrics_csv
+from maxk.workflow.slices import train as train_slice
 
 ROOT = Path(__file__).parents[2]
 
@@ -58,7 +59,7 @@ def test_every_run_maps_to_a_valid_trainer_config(name, tmp_path):
         assert args.advantage_method == entry["method"]
         assert args.loss_type == cfg["train"]["loss_type"] and args.use_bias_correction_kl is False
         assert args.num_iterations == entry.get("num_iterations", cfg["train"]["num_iterations"])
-        assert json.loads(train_config_json(cfg, run))["run"] == entry
+        assert train_slice(cfg, run)["run"] == entry
     assert len(hashes) == len(cfg["runs"])  # distinct checkpoint directories
 
 
@@ -98,8 +99,8 @@ def test_checkpoints_fall_between_generation_batches():
     cfg = _config("paper.yaml")
     cfg["train"]["save_steps"] = 20
     with pytest.raises(ValueError, match="grpo_continuous"):  # planning fails, naming the run
-        train_config_json(cfg, "grpo_continuous")
-    assert train_config_json(cfg, "grpo_e1_ppo1")  # one PPO iteration: any interval
+        train_slice(cfg, "grpo_continuous")
+    assert train_slice(cfg, "grpo_e1_ppo1")  # one PPO iteration: any interval
 
 
 def test_paper_values():

@@ -1,40 +1,19 @@
 # Analysis: per-problem metrics -> tables, significance, figures; plus the estimator lab.
 # Inputs are the scoring stage's results/scores/{model}/{dataset}.parquet (and, for figure 2, the
 # generation stage's results/samples/{model}/{dataset}.parquet).
+# Each rule declares exactly the files it reads (maxk.workflow.targets) and hands them to its command.
 import os
 
-from maxk.analysis import paths as AP
+from maxk.workflow import targets as T
 
 ANALYSIS = config["analysis"]
-#: The analysis config without the lab and the claims (tables/figures/stats don't rerun when they change).
-ANALYSIS_JSON = json.dumps(
-    {k: v for k, v in ANALYSIS.items() if k not in ("lab", "claims")}, sort_keys=True
-)
-#: What the claims stage reads of the analysis config.
-CLAIMS_JSON = json.dumps(
-    {
-        k: ANALYSIS.get(k)
-        for k in ("claims", "models", "significance", "bootstrap", "decimals")
-    },
-    sort_keys=True,
-)
-ANALYSIS_METRICS_JSON = json.dumps(
-    {k: ANALYSIS.get(k) for k in ("ks", "ragged")}, sort_keys=True
-)
-
-
-#: Every table, the significance file and every figure the config declares. Requesting them pulls
-#: in, through their inputs, every (model, dataset) pair the tables and figures need: training,
-#: generation and scoring of exactly those pairs.
-ANALYSIS_TARGETS = AP.targets(ANALYSIS, RESULTS)
-ALL_TARGETS.extend(ANALYSIS_TARGETS)
 
 
 rule analysis_metrics:
     input:
-        f"{RESULTS}/scores/{{model}}/{{dataset}}.parquet",
+        P.scores("{model}", "{dataset}"),
     output:
-        f"{RESULTS}/metrics/{{model}}/{{dataset}}.parquet",
+        P.metrics("{model}", "{dataset}"),
     log:
         f"{LOGS}/analysis/metrics/{{model}}/{{dataset}}.log",
     benchmark:
@@ -45,14 +24,14 @@ rule analysis_metrics:
     resources:
         **resources_of("analysis_metrics"),
     params:
-        cfg=ANALYSIS_METRICS_JSON,
+        cfg=lambda wc: config_json("analysis_metrics"),
     shell:
         "maxk analyze metrics --config-json {params.cfg:q} --scores {input} --output {output} > {log} 2>&1"
 
 
 rule analysis_table:
     input:
-        lambda wc: AP.metrics_paths(RESULTS, AP.table_pairs(ANALYSIS, wc.table)),
+        lambda wc: T.metrics_files(T.table_pairs(ANALYSIS, wc.table)),
     output:
         tex=report(
             f"{RESULTS}/tables/{{table}}.tex",
@@ -82,18 +61,17 @@ rule analysis_table:
     resources:
         **resources_of("analysis_table"),
     params:
-        cfg=ANALYSIS_JSON,
+        cfg=lambda wc: config_json("analysis_table"),
         seed=config["seed"],
-        metrics_dir=lambda w, input: AP.up2(input, f"{RESULTS}/metrics"),
         outdir=lambda w, output: os.path.dirname(output.tex),
     shell:
         "maxk analyze tables --config-json {params.cfg:q} --seed {params.seed} "
-        "--metrics-dir {params.metrics_dir} --outdir {params.outdir} --table {wildcards.table} > {log} 2>&1"
+        "--metrics {input} --outdir {params.outdir} --table {wildcards.table} > {log} 2>&1"
 
 
 rule analysis_stats:
     input:
-        AP.metrics_paths(RESULTS, AP.significance_pairs(ANALYSIS)),
+        T.metrics_files(T.significance_pairs(ANALYSIS)),
     output:
         csv=report(
             f"{RESULTS}/stats/significance.csv",
@@ -111,25 +89,16 @@ rule analysis_stats:
     resources:
         **resources_of("analysis_stats"),
     params:
-        cfg=ANALYSIS_JSON,
+        cfg=lambda wc: config_json("analysis_stats"),
         seed=config["seed"],
-        metrics_dir=lambda w, input: AP.up2(input, f"{RESULTS}/metrics"),
     shell:
         "maxk analyze stats --config-json {params.cfg:q} --seed {params.seed} "
-        "--metrics-dir {params.metrics_dir} --output {output.csv} > {log} 2>&1"
+        "--metrics {input} --output {output.csv} > {log} 2>&1"
 
 
 rule analysis_figure_passk:
     input:
-        AP.metrics_paths(
-            RESULTS,
-            [
-                (m, ANALYSIS["figures"]["passk"]["dataset"])
-                for m in ANALYSIS["figures"]["passk"]["models"]
-            ],
-        )
-        if "passk" in ANALYSIS.get("figures", {})
-        else [],
+        T.metrics_files(T.figure_pairs(ANALYSIS, "passk")),
     output:
         pdf=f"{RESULTS}/figures/passk_curve.pdf",
         png=report(
@@ -147,23 +116,17 @@ rule analysis_figure_passk:
     resources:
         **resources_of("analysis_figure"),
     params:
-        cfg=ANALYSIS_JSON,
+        cfg=lambda wc: config_json("analysis_figure_passk"),
         seed=config["seed"],
-        metrics_dir=lambda w, input: AP.up2(input, f"{RESULTS}/metrics"),
         stem=lambda w, output: os.path.splitext(output.pdf)[0],
     shell:
         "maxk analyze figure passk --config-json {params.cfg:q} --seed {params.seed} "
-        "--metrics-dir {params.metrics_dir} --output-stem {params.stem} > {log} 2>&1"
+        "--metrics {input} --output-stem {params.stem} > {log} 2>&1"
 
 
 rule analysis_figure_entropy:
     input:
-        [
-            f"{RESULTS}/samples/{m}/{ANALYSIS['figures']['entropy']['dataset']}.parquet"
-            for m in ANALYSIS["figures"]["entropy"]["models"]
-        ]
-        if "entropy" in ANALYSIS.get("figures", {})
-        else [],
+        T.samples_files(T.figure_pairs(ANALYSIS, "entropy")),
     output:
         pdf=f"{RESULTS}/figures/entropy.pdf",
         png=report(
@@ -181,21 +144,17 @@ rule analysis_figure_entropy:
     resources:
         **resources_of("analysis_figure"),
     params:
-        cfg=ANALYSIS_JSON,
+        cfg=lambda wc: config_json("analysis_figure_entropy"),
         seed=config["seed"],
-        samples_dir=lambda w, input: AP.up2(input, f"{RESULTS}/samples"),
         stem=lambda w, output: os.path.splitext(output.pdf)[0],
     shell:
         "maxk analyze figure entropy --config-json {params.cfg:q} --seed {params.seed} "
-        "--samples-dir {params.samples_dir} --output-stem {params.stem} > {log} 2>&1"
+        "--samples {input} --output-stem {params.stem} > {log} 2>&1"
 
 
 rule analysis_figure_maxk:
     input:
-        lambda wc: AP.metrics_paths(
-            RESULTS,
-            [(m, wc.dataset) for m in ANALYSIS["figures"]["maxk_curves"]["models"]],
-        ),
+        lambda wc: T.metrics_files(T.figure_pairs(ANALYSIS, "maxk_curves", wc.dataset)),
     output:
         pdf=f"{RESULTS}/figures/maxk_{{dataset}}.pdf",
         png=report(
@@ -213,19 +172,19 @@ rule analysis_figure_maxk:
     resources:
         **resources_of("analysis_figure"),
     params:
-        cfg=ANALYSIS_JSON,
+        cfg=lambda wc: config_json("analysis_figure_maxk"),
         seed=config["seed"],
-        metrics_dir=lambda w, input: AP.up2(input, f"{RESULTS}/metrics"),
         stem=lambda w, output: os.path.splitext(output.pdf)[0],
     shell:
         "maxk analyze figure maxk --config-json {params.cfg:q} --seed {params.seed} "
-        "--metrics-dir {params.metrics_dir} --dataset {wildcards.dataset} "
+        "--metrics {input} --dataset {wildcards.dataset} "
         "--output-stem {params.stem} > {log} 2>&1"
 
 
 rule analysis_claims:
     input:
-        **AP.claims_inputs(ANALYSIS, RESULTS),
+        metrics=T.metrics_files(T.claims_pairs(ANALYSIS)[0]),
+        samples=T.samples_files(T.claims_pairs(ANALYSIS)[1]),
     output:
         csv=report(
             f"{RESULTS}/claims/claims.csv",
@@ -247,14 +206,12 @@ rule analysis_claims:
     resources:
         **resources_of("analysis_claims"),
     params:
-        cfg=CLAIMS_JSON,
+        cfg=lambda wc: config_json("analysis_claims"),
         seed=config["seed"],
-        metrics_dir=lambda w, input: AP.up2(input.metrics, f"{RESULTS}/metrics"),
-        samples_dir=lambda w, input: AP.up2(input.samples, f"{RESULTS}/samples"),
         outdir=lambda w, output: os.path.dirname(output.csv),
     shell:
         "maxk analyze claims --config-json {params.cfg:q} --seed {params.seed} "
-        "--metrics-dir {params.metrics_dir} --samples-dir {params.samples_dir} "
+        "--metrics {input.metrics} --samples {input.samples} "
         "--outdir {params.outdir} > {log} 2>&1"
 
 
@@ -294,20 +251,9 @@ rule analysis_lab:
     resources:
         **resources_of("analysis_lab"),
     params:
-        cfg=json.dumps({"lab": config["analysis"]["lab"]}, sort_keys=True),
+        cfg=lambda wc: config_json("analysis_lab"),
         seed=config["seed"],
         outdir=lambda w, output: os.path.dirname(output.onpolicy),
     shell:
         "maxk analyze lab --config-json {params.cfg:q} --seed {params.seed} "
         "--outdir {params.outdir} > {log} 2>&1"
-
-
-ALL_TARGETS.extend(
-    [
-        f"{RESULTS}/lab/onpolicy.csv",
-        f"{RESULTS}/lab/offpolicy.csv",
-        f"{RESULTS}/lab/onpolicy.png",
-        f"{RESULTS}/lab/offpolicy.png",
-        f"{RESULTS}/lab/offpolicy_surrogate.png",
-    ]
-)

@@ -1,16 +1,22 @@
-# Shared helpers (paths, config access, per-rule resources) used by all the rule files.
-import json
-
-from maxk.provenance import config_hash
+# Shared helpers used by all the rule files. Paths, final targets and the config slice each job
+# depends on live in the package (maxk.workflow: paths, targets, slices), tested without Snakemake.
+from maxk.workflow import paths as P
+from maxk.workflow import slices
 from maxk.workflow.resources import retry_resources
+from maxk.workflow.targets import final_targets
 
-#: Final outputs of every stage; each rule file extends it and `rule all` requests it.
-ALL_TARGETS = []
+RESULTS, LOGS, BENCH = P.RESULTS, P.LOGS, P.BENCH
 
-RESULTS = "results"
-LOGS = f"{RESULTS}/logs"
-BENCH = f"{RESULTS}/benchmarks"
-CONFIG_HASH = config_hash(config)
+
+def get_final_output():
+    """Every final output the config declares (maxk.workflow.targets.final_targets)."""
+    return final_targets(config)
+
+
+def config_json(rule, name=None):
+    """Rule `rule`'s config slice (maxk.workflow.slices) as canonical JSON, for `params:` (a change
+    of that slice, and only of it, reruns the job)."""
+    return slices.config_json(config, rule, name)
 
 
 def rule_resources(name):
@@ -31,11 +37,3 @@ def resources_of(name, table=None):
     caps (maxk.workflow.resources), gpu if any. `table` replaces config['resources'] lookups for
     rules that compute their own (generation)."""
     return retry_resources(rule_resources(name) if table is None else table)
-
-
-def config_json(*keys):
-    """The config subset under `keys` as canonical JSON, for `params:` (a change reruns the job)."""
-    node = config
-    for key in keys:
-        node = node[key]
-    return json.dumps(node, sort_keys=True)

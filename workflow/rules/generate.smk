@@ -5,13 +5,17 @@
 # and there is no merge job: a job saved per (model, dataset), i.e. one interpreter start-up each.
 # {model} is `base` (config base_model: results/models/base when built, else base_model.path, e.g. a
 # hub id at paper scale) or a training run name (results/models/{run}). Orchestration requests the (model, dataset) pairs.
-# Helpers live in src/maxk/generate/rules.py.
-from maxk.generate import rules as gen_rules
+# Paths: maxk.workflow.paths; resources: maxk.workflow.resources.generate_resources.
+from maxk.workflow.resources import generate_resources
 
-GEN_RES = gen_rules.shard_resources(config, rule_resources("generate_shard"))
+GEN_RES = generate_resources(config, rule_resources("generate_shard"))
 GEN_SINGLE = config["generate"]["num_shards"] == 1
 GEN_NAME = "{model}/{dataset}" if GEN_SINGLE else "{model}/{dataset}/shard{shard}"
-GEN_SHARD = f"{RESULTS}/samples/{GEN_NAME}"
+GEN_SHARD = (
+    P.samples("{model}", "{dataset}", "")
+    if GEN_SINGLE
+    else P.shard("{model}", "{dataset}", "{shard}", "")
+)
 
 # shard files are temp() unless each is the final file (one shard) or kept (keep_shards)
 GEN_KEEP = GEN_SINGLE or config["generate"]["keep_shards"]
@@ -19,8 +23,8 @@ GEN_KEEP = GEN_SINGLE or config["generate"]["keep_shards"]
 
 rule generate_shard:
     input:
-        problems=f"{RESULTS}/data/{{dataset}}.jsonl.gz",
-        model=lambda wc: gen_rules.model_inputs(config, wc.model),
+        problems=P.data("{dataset}"),
+        model=lambda wc: P.model_inputs(config, wc.model),
     output:
         samples=f"{GEN_SHARD}.parquet" if GEN_KEEP else temp(f"{GEN_SHARD}.parquet"),
         manifest=(
@@ -42,9 +46,9 @@ rule generate_shard:
     resources:
         **resources_of("generate_shard", GEN_RES),
     params:
-        config=lambda wc: gen_rules.job_config_json(config),
-        model_path=lambda wc: gen_rules.model_path(config, wc.model),
-        revision=lambda wc: gen_rules.model_revision_arg(config, wc.model),
+        config=lambda wc: config_json("generate_shard"),
+        model_path=lambda wc: P.model_path(config, wc.model),
+        revision=lambda wc: P.model_revision_arg(config, wc.model),
         num_shards=config["generate"]["num_shards"],
         shard=lambda wc: wc.get("shard", "0"),
     shell:
@@ -58,13 +62,13 @@ if not GEN_SINGLE:
 
     rule merge_samples:
         input:
-            shards=lambda wc: gen_rules.shard_paths(config, wc.model, wc.dataset),
-            manifests=lambda wc: gen_rules.shard_paths(
+            shards=lambda wc: P.shard_paths(config, wc.model, wc.dataset),
+            manifests=lambda wc: P.shard_paths(
                 config, wc.model, wc.dataset, ".manifest.json"
             ),
         output:
-            samples=f"{RESULTS}/samples/{{model}}/{{dataset}}.parquet",
-            manifest=f"{RESULTS}/samples/{{model}}/{{dataset}}.manifest.json",
+            samples=P.samples("{model}", "{dataset}"),
+            manifest=P.samples("{model}", "{dataset}", ".manifest.json"),
         log:
             f"{LOGS}/generate/{{model}}/{{dataset}}.merge.log",
         benchmark:

@@ -14,9 +14,6 @@ rule environment:
     resources:
         **resources_of("environment"),
     params:
-        config=lambda wildcards: json.dumps(config, sort_keys=True),
+        config=lambda wc: config_json("environment"),
     shell:
         "maxk provenance --config-json {params.config:q} --output {output} > {log} 2>&1"
-
-
-ALL_TARGETS.append(f"{RESULTS}/provenance/environment.json")

@@ -1,14 +1,14 @@
 # Sandboxed scoring: samples Parquet (generate) -> per-sample rewards and verdicts (analysis).
-# Targets are requested by the orchestration stage (model x dataset); nothing is added to ALL_TARGETS here.
+# Its (model, dataset) pairs are those the analysis targets need (maxk.workflow.targets).
 
 
 rule score:
     input:
-        samples=f"{RESULTS}/samples/{{model}}/{{dataset}}.parquet",
-        problems=f"{RESULTS}/data/{{dataset}}.jsonl.gz",
+        samples=P.samples("{model}", "{dataset}"),
+        problems=P.data("{dataset}"),
     output:
-        scores=f"{RESULTS}/scores/{{model}}/{{dataset}}.parquet",
-        provenance=f"{RESULTS}/scores/{{model}}/{{dataset}}.parquet.provenance.json",
+        scores=P.scores("{model}", "{dataset}"),
+        provenance=P.scores("{model}", "{dataset}") + ".provenance.json",
     log:
         f"{LOGS}/score/{{model}}/{{dataset}}.log",
     benchmark:
@@ -19,7 +19,7 @@ rule score:
     resources:
         **resources_of("score"),
     params:
-        sandbox=config_json("sandbox"),
+        sandbox=lambda wc: config_json("score"),
     shell:
         "maxk score --samples {input.samples} --problems {input.problems} --output {output.scores}"
         " --config-json {params.sandbox:q} --threads {threads} > {log} 2>&1"

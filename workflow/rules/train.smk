@@ -1,14 +1,10 @@
 # Training stage: the base model (embedded: built by `maxk base`) and one GRPO job per named run.
 # Paper scale: the train command is `accelerate launch` (DeepSpeed ZeRO config in workflow/deepspeed/)
 # with as many processes as the rule's `gpu` resource; built by maxk.train.launch.launch_prefix.
-import json
-
-from maxk.generate.rules import model_revision_arg
-from maxk.train.launch import launch_prefix, train_config_json
+from maxk.train.launch import launch_prefix
 
 BASE = config["base_model"]
-BASE_MODEL = f"{RESULTS}/models/base" if BASE["build"] else BASE["path"]
-TRAIN_DATA = f"{RESULTS}/data/{config['train']['dataset']}.jsonl.gz"
+TRAIN_DATA = P.data(config["train"]["dataset"])
 
 
 if BASE["build"]:
@@ -16,9 +12,9 @@ if BASE["build"]:
     rule base_model:
         input:
             train=TRAIN_DATA,
-            test=f"{RESULTS}/data/{BASE['eval']['dataset']}.jsonl.gz",
+            test=P.data(BASE["eval"]["dataset"]),
         output:
-            model=directory(f"{RESULTS}/models/base"),
+            model=directory(P.model_dir(P.BASE)),
         log:
             f"{LOGS}/train/base_model.log",
         benchmark:
@@ -29,13 +25,7 @@ if BASE["build"]:
         resources:
             **resources_of("base_model"),
         params:
-            config=lambda wc: json.dumps(
-                {
-                    k: config.get(k)
-                    for k in ("seed", "base_model", "prompt", "sandbox")
-                },
-                sort_keys=True,
-            ),
+            config=lambda wc: config_json("base_model"),
         shell:
             "maxk base --config-json {params.config:q} --train-data {input.train} "
             "--test-data {input.test} --out {output.model} > {log} 2>&1"
@@ -44,10 +34,10 @@ if BASE["build"]:
 rule train:
     input:
         data=TRAIN_DATA,
-        model=BASE_MODEL if BASE["build"] else [],
+        model=P.model_inputs(config, P.BASE),
     output:
-        model=directory(f"{RESULTS}/models/{{run}}"),
-        metrics=f"{RESULTS}/metrics/train/{{run}}.csv",
+        model=directory(P.model_dir("{run}")),
+        metrics=P.train_metrics("{run}"),
     log:
         f"{LOGS}/train/{{run}}.log",
     benchmark:
@@ -60,9 +50,9 @@ rule train:
     resources:
         **resources_of("train"),
     params:
-        config=lambda wc: train_config_json(config, wc.run),
+        config=lambda wc: config_json("train", wc.run),
         model=lambda wc, input: input.model if BASE["build"] else BASE["path"],
-        revision=model_revision_arg(config, "base"),
+        revision=P.model_revision_arg(config, P.BASE),
         checkpoints=config["train"]["checkpoints"],
         launch=launch_prefix(
             config["train"]["launch"],
@@ -73,9 +63,3 @@ rule train:
         "{params.launch} train --run {wildcards.run} --config-json {params.config:q} "
         "--model {params.model}{params.revision} --data {input.data} --out {output.model} "
         "--metrics {output.metrics} --checkpoints {params.checkpoints} > {log} 2>&1"
-
-
-ALL_TARGETS.extend(
-    f"{RESULTS}/metrics/train/{run}.csv" for run in sorted(config["runs"])
-)
-ALL_TARGETS.extend(f"{RESULTS}/models/{run}" for run in sorted(config["runs"]))

@@ -2,7 +2,10 @@
 
 Registration is cheap (argparse only); numpy/pandas/matplotlib/torch are imported in the handlers.
 Every handler takes the ``analysis`` config section as JSON (``--config-json``, as Snakemake passes
-it through ``params``) and the master seed, and writes provenance beside its outputs.
+it through ``params``) and the master seed, and writes provenance beside its outputs. Input files are
+named one by one (``--metrics`` / ``--samples``, each ``.../{model}/{dataset}.parquet`` as the workflow
+lays them out, ``maxk.workflow.paths``): the rule hands over exactly the inputs it declared, and a
+shell glob such as ``results/metrics/*/*.parquet`` works by hand; files no table needs are ignored.
 """
 
 from __future__ import annotations
@@ -24,6 +27,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         q.add_argument("--config-json", required=True, help="the analysis config section as JSON")
         q.add_argument("--seed", type=int, default=0, help="master seed (bootstrap, lab)")
 
+    def inputs(q: argparse.ArgumentParser, *, metrics: bool, samples: bool) -> None:
+        if metrics:
+            q.add_argument(
+                "--metrics",
+                nargs="*",
+                default=[],
+                metavar="FILE",
+                help="metrics files .../{model}/{dataset}.parquet (`maxk analyze metrics`)",
+            )
+        if samples:
+            q.add_argument(
+                "--samples",
+                nargs="*",
+                default=[],
+                metavar="FILE",
+                help="samples files .../{model}/{dataset}.parquet (`maxk generate`), for entropy",
+            )
+
     q = s.add_parser("metrics", help="per-problem pass@k and max@k of one scores file")
     common(q)
     q.add_argument("--scores", required=True, help="scores Parquet (problem_id, sample_index, reward, ...)")
@@ -32,30 +53,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     q = s.add_parser("tables", help="render tables (LaTeX, Markdown, CSV) from metrics files")
     common(q)
-    q.add_argument("--metrics-dir", required=True, help="directory holding {model}/{dataset}.parquet")
+    inputs(q, metrics=True, samples=False)
     q.add_argument("--outdir", required=True, help="directory for {table}.tex/.md/.csv")
     q.add_argument("--table", action="append", help="table name (repeatable; default: all declared)")
     q.set_defaults(handler=_tables)
 
     q = s.add_parser("stats", help="Wilcoxon best-vs-second p-values (+ Holm) of every table that asks")
     common(q)
-    q.add_argument("--metrics-dir", required=True)
+    inputs(q, metrics=True, samples=False)
     q.add_argument("--output", required=True, help="CSV to write (a JSON twin is written beside it)")
     q.set_defaults(handler=_stats)
 
     q = s.add_parser("figure", help="one figure (PDF + PNG)")
     common(q)
     q.add_argument("kind", choices=["passk", "entropy", "maxk"], help="figure 1, figure 2, or max@k curves")
-    q.add_argument("--metrics-dir", help="for passk / maxk")
-    q.add_argument("--samples-dir", help="for entropy: directory holding {model}/{dataset}.parquet")
+    inputs(q, metrics=True, samples=True)
     q.add_argument("--dataset", help="dataset (default: the one in config, for passk / entropy)")
     q.add_argument("--output-stem", required=True, help="output path without extension")
     q.set_defaults(handler=_figure)
 
     q = s.add_parser("claims", help="test each of the paper's claims on this run (claims.csv, claims.md)")
     common(q)
-    q.add_argument("--metrics-dir", required=True, help="directory holding {model}/{dataset}.parquet metrics")
-    q.add_argument("--samples-dir", help="directory holding {model}/{dataset}.parquet samples (entropy)")
+    inputs(q, metrics=True, samples=True)
     q.add_argument("--outdir", required=True, help="directory for claims.csv and claims.md")
     q.set_defaults(handler=_claims)
 
@@ -116,17 +135,37 @@ def _metrics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_frames(cfg: dict, metrics_dir: str, pairs) -> dict:
-    from maxk.analysis.per_problem import read_metrics
+def _files(files: list[str], pairs, kind: str, flag: str) -> dict:
+    """``{(model, dataset): path}`` of every pair in ``pairs``, from the files given (any order);
+    UserError naming the pairs no file covers."""
     from maxk.cli import UserError
+    from maxk.workflow.paths import pair_of
 
-    frames = {}
-    for model, dataset in sorted(set(pairs)):
-        path = Path(metrics_dir) / model / f"{dataset}.parquet"
-        if not path.exists():
-            raise UserError(f"{path}: metrics file not found (run `maxk analyze metrics` first)")
-        frames[(model, dataset)] = read_metrics(path)
-    return frames
+    given = {pair_of(f): Path(f) for f in files}
+    missing = [f"{m}/{d}" for m, d in sorted(set(pairs)) if (m, d) not in given]
+    if missing:
+        raise UserError(
+            f"no {kind} file given for {', '.join(missing)}: pass {flag} .../{{model}}/{{dataset}}.parquet"
+            + ("" if kind == "samples" else " (written by `maxk analyze metrics`)")
+        )
+    for pair in sorted(set(pairs)):
+        if not given[pair].exists():
+            raise UserError(f"{given[pair]}: {kind} file not found")
+    return {pair: given[pair] for pair in sorted(set(pairs))}
+
+
+def _load_frames(files: list[str], pairs) -> dict:
+    from maxk.analysis.per_problem import read_metrics
+
+    return {pair: read_metrics(path) for pair, path in _files(files, pairs, "metrics", "--metrics").items()}
+
+
+def _load_entropy_samples(files: list[str], pairs) -> dict:
+    import pandas as pd
+
+    columns = ["problem_id", "mean_entropy", "entropy_kind", "sum_logprob", "num_tokens"]
+    found = _files(files, pairs, "samples", "--samples")
+    return {pair: pd.read_parquet(path, columns=columns) for pair, path in found.items()}
 
 
 def _labels(cfg: dict) -> dict:
@@ -175,7 +214,7 @@ def _tables(args: argparse.Namespace) -> int:
     decimals = int(cfg["decimals"])
     outdir = Path(args.outdir)
     for spec in _selected_specs(cfg, args.table):
-        frames = _load_frames(cfg, args.metrics_dir, [(m, d) for m in spec.rows for d in spec.datasets])
+        frames = _load_frames(args.metrics, [(m, d) for m in spec.rows for d in spec.datasets])
         try:
             result = _build(cfg, args.seed, spec, frames)
         except ValueError as exc:
@@ -204,7 +243,7 @@ def _stats(args: argparse.Namespace) -> int:
     for spec in _selected_specs(cfg, None):
         if not spec.significance:
             continue
-        frames = _load_frames(cfg, args.metrics_dir, [(m, d) for m in spec.rows for d in spec.datasets])
+        frames = _load_frames(args.metrics, [(m, d) for m in spec.rows for d in spec.datasets])
         try:
             tests += _build(cfg, args.seed, spec, frames).tests
         except ValueError as exc:
@@ -240,7 +279,6 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _figure(args: argparse.Namespace) -> int:
-    import pandas as pd
 
     from maxk.analysis.figures import curve_figure, entropy_figure
     from maxk.cli import UserError
@@ -256,8 +294,6 @@ def _figure(args: argparse.Namespace) -> int:
         "confidence": float(boot["confidence"]),
     }
     if args.kind in ("passk", "maxk"):
-        if not args.metrics_dir:
-            raise UserError("--metrics-dir is required for passk / maxk figures")
         if args.kind == "passk":
             fc = figs["passk"]
             dataset, models, metric = args.dataset or fc["dataset"], fc["models"], fc["metric"]
@@ -266,7 +302,7 @@ def _figure(args: argparse.Namespace) -> int:
             if not args.dataset:
                 raise UserError("--dataset is required for maxk curves")
             dataset, models, metric = args.dataset, fc["models"], "max"
-        frames = _load_frames(cfg, args.metrics_dir, [(m, dataset) for m in models])
+        frames = _load_frames(args.metrics, [(m, dataset) for m in models])
         ds_label = cfg["datasets"].get(dataset, {}).get("label", dataset)
         try:
             curve_figure(
@@ -281,18 +317,10 @@ def _figure(args: argparse.Namespace) -> int:
             raise UserError(str(exc)) from exc
         extra = {}
     else:
-        if not args.samples_dir:
-            raise UserError("--samples-dir is required for the entropy figure")
         fc = figs["entropy"]
         dataset = args.dataset or fc["dataset"]
-        samples = {}
-        for m in fc["models"]:
-            path = Path(args.samples_dir) / m / f"{dataset}.parquet"
-            if not path.exists():
-                raise UserError(f"{path}: samples file not found")
-            samples[m] = pd.read_parquet(
-                path, columns=["problem_id", "mean_entropy", "entropy_kind", "sum_logprob", "num_tokens"]
-            )
+        found = _load_entropy_samples(args.samples, [(m, dataset) for m in fc["models"]])
+        samples = {m: found[(m, dataset)] for m in fc["models"]}
         kind, _ = entropy_figure(
             samples, labels, args.output_stem, title=cfg["datasets"].get(dataset, {}).get("label", dataset)
         )
@@ -303,7 +331,6 @@ def _figure(args: argparse.Namespace) -> int:
 
 
 def _claims(args: argparse.Namespace) -> int:
-    import pandas as pd
 
     from maxk.analysis.claims import claim_inputs, evaluate_claims, render_claims_markdown
     from maxk.analysis.figures import entropy_per_problem
@@ -316,17 +343,8 @@ def _claims(args: argparse.Namespace) -> int:
     if "claims" not in cfg:
         raise UserError("the analysis config has no `claims` section (see config/README.md#analysis)")
     metric_pairs, sample_pairs = claim_inputs(cfg)
-    metrics = _load_frames(cfg, args.metrics_dir, metric_pairs)
-    samples = {}
-    for model, dataset in sample_pairs:
-        if not args.samples_dir:
-            raise UserError("--samples-dir is required: a claim compares generation entropy")
-        path = Path(args.samples_dir) / model / f"{dataset}.parquet"
-        if not path.exists():
-            raise UserError(f"{path}: samples file not found")
-        samples[(model, dataset)] = pd.read_parquet(
-            path, columns=["problem_id", "mean_entropy", "entropy_kind", "sum_logprob", "num_tokens"]
-        )
+    metrics = _load_frames(args.metrics, metric_pairs)
+    samples = _load_entropy_samples(args.samples, sample_pairs)
     kind, entropy = entropy_per_problem(samples) if samples else ("none", {})
     try:
         frame = evaluate_claims(cfg, metrics, entropy, seed=args.seed, paper_lookup=paper_lookup)

@@ -312,15 +312,6 @@ def dataset_config(name: str, config: dict[str, Any]) -> tuple[dict[str, Any], s
     return entry, pool_name, pools[pool_name]
 
 
-def dataset_config_json(config: dict[str, Any], name: str) -> str:
-    """Canonical JSON of the config subset dataset ``name`` depends on (for Snakemake ``params``)."""
-    entry, pool_name, pool = dataset_config(name, config)
-    data = {k: v for k, v in (config.get("data") or {}).items() if k != "pools"}
-    data["pools"] = {pool_name: pool}
-    subset = {"datasets": {name: entry}, "data": data, "prompt": config.get("prompt") or {}}
-    return json.dumps(subset, sort_keys=True)
-
-
 def build_dataset(
     name: str, config: dict[str, Any], *, tokenizer: Any = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:

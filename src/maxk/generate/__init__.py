@@ -7,6 +7,5 @@ Cheap to import: torch, transformers and vLLM are imported only by the backends 
 - ``maxk.generate.vllm``      vLLM adapter (approximate entropy from top log-probs, or none)
 - ``maxk.generate.extract``   the program a completion holds (also used by the training reward)
 - ``maxk.generate.run``       sharding, seeds, checkpoints, Parquet rows, manifests, merging
-- ``maxk.generate.rules``     helpers of workflow/rules/generate.smk (model paths, resources)
 - ``maxk.generate.testing``   a tiny random Qwen2 + tokenizer for tests and benchmarks
 """

@@ -153,7 +153,7 @@ def build_base_model(
 
     config = job_config(config, ("base_model",))  # every key left out at its default
     bm, seed, prompt_cfg = config["base_model"], int(config["seed"]), config["prompt"]
-    torch.set_num_threads(max(1, int(bm.get("threads") or os.cpu_count() or 1)))
+    torch.set_num_threads(max(1, int(bm["threads"] or os.cpu_count() or 1)))
     train = [row for _, row in read_jsonl(train_data) if row.get("reference")]
     sft = bm["sft"]
     if sft["max_examples"] and sft["max_examples"] < len(train):
@@ -223,11 +223,11 @@ def build_base_model(
             test,
             samples=ev["samples"],
             max_new_tokens=ev["max_new_tokens"],
-            batch_size=ev.get("batch_size", 64),
+            batch_size=ev["batch_size"],
             scorer=scorer,
             prompt_cfg=prompt_cfg,
             seed=seed,
-            keep_examples=ev.get("log_examples", 2),
+            keep_examples=ev["log_examples"],
         )
     timings["eval_s"] = time.perf_counter() - t0
     timings["eval_generate_s"], timings["eval_score_s"] = check["generate_s"], check["score_s"]

@@ -118,20 +118,6 @@ def grpo_kwargs(effective: dict[str, Any], *, output_dir: str, seed: int, use_cp
     return kw
 
 
-def train_config_json(config: dict[str, Any], run: str) -> str:
-    """What one run's job depends on, as canonical JSON (``--config-json``; a change reruns the job).
-    Planning fails here, naming the run, when its settings are inconsistent (``check_run``)."""
-    check_run(run, run_config(config["train"], config["runs"][run]))
-    subset = {
-        "seed": config["seed"],
-        "train": config["train"],
-        "run": config["runs"][run],
-        "prompt": config["prompt"],
-        "sandbox": config["sandbox"],
-    }
-    return json.dumps(subset, sort_keys=True)
-
-
 def launch_prefix(launch: dict[str, Any], gpus: int, basedir: str | None = None) -> str:
     """Command prefix of a training job: ``maxk`` (CPU) or ``accelerate launch ... -m maxk`` (GPUs).
 

@@ -1,1 +1,8 @@
-"""Orchestration helpers used by the Snakemake rules (provenance, config checks)."""
+"""The seam between the Snakemake rules and the package.
+
+- ``paths``      where every file of a run lives (the results root, defined once)
+- ``targets``    the final outputs a config declares, and each analysis job's exact inputs
+- ``slices``     the part of the config each rule's job depends on (its ``--config-json``)
+- ``resources``  per-rule threads, memory and runtime, growing on retry up to the caps
+- ``cli``        ``maxk provenance`` (the ``environment`` rule)
+"""

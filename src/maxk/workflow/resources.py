@@ -36,3 +36,13 @@ def retry_resources(res: dict[str, Any]) -> dict[str, Any]:
         out["gpu"] = gpu
     out.update(res)
     return out
+
+
+def generate_resources(config: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """``base`` (rule ``generate_shard``'s merged config entry) with one GPU per tensor-parallel rank
+    when the backend is vLLM."""
+    res = {"threads": 1, **base}
+    gen = config["generate"]
+    if gen["backend"] == "vllm":
+        res["gpu"] = max(int(res.get("gpu", 0) or 0), gen["vllm"]["tensor_parallel_size"])
+    return res

@@ -1,0 +1,90 @@
+"""Where every file of a run lives, defined once (the rules, the targets and the tests read it here).
+
+All paths are relative to the working directory of the workflow (``snakemake --directory`` moves it)::
+
+    results/data/{dataset}.jsonl.gz            problems (+ .manifest.json)
+    results/models/base                        the embedded base model (when the workflow builds it)
+    results/models/{run}                       a trained run; results/metrics/train/{run}.csv its curves
+    results/samples/{model}/{dataset}.parquet  samples (+ .manifest.json; shards in {dataset}/shard{i})
+    results/scores/{model}/{dataset}.parquet   per-sample rewards and verdicts
+    results/metrics/{model}/{dataset}.parquet  per-problem pass@k / max@k
+    results/{tables,stats,figures,claims,lab}/ the analysis outputs
+    results/logs/..., results/benchmarks/...   one log and one timing per job
+
+``{model}`` is ``base`` or a training run's name. Pure functions, no third-party imports.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+RESULTS = "results"
+LOGS = f"{RESULTS}/logs"
+BENCH = f"{RESULTS}/benchmarks"
+BASE = "base"
+
+
+def data(dataset: str, ext: str = ".jsonl.gz") -> str:
+    """A dataset's problems (``ext`` ``.manifest.json`` for its manifest)."""
+    return f"{RESULTS}/data/{dataset}{ext}"
+
+
+def model_dir(model: str) -> str:
+    """The directory the workflow writes ``model`` (``base`` or a run) to."""
+    return f"{RESULTS}/models/{model}"
+
+
+def train_metrics(run: str) -> str:
+    return f"{RESULTS}/metrics/train/{run}.csv"
+
+
+def samples(model: str, dataset: str, ext: str = ".parquet") -> str:
+    return f"{RESULTS}/samples/{model}/{dataset}{ext}"
+
+
+def shard(model: str, dataset: str, index: int | str, ext: str = ".parquet") -> str:
+    return f"{RESULTS}/samples/{model}/{dataset}/shard{index}{ext}"
+
+
+def scores(model: str, dataset: str) -> str:
+    return f"{RESULTS}/scores/{model}/{dataset}.parquet"
+
+
+def metrics(model: str, dataset: str) -> str:
+    return f"{RESULTS}/metrics/{model}/{dataset}.parquet"
+
+
+def pair_of(path: str) -> tuple[str, str]:
+    """``(model, dataset)`` of a per-pair file (samples, scores or metrics): the inverse of
+    ``samples`` / ``scores`` / ``metrics`` (``.../{model}/{dataset}.parquet``)."""
+    head, name = os.path.split(os.path.normpath(path))
+    return os.path.basename(head), name.removesuffix(".parquet")
+
+
+def model_path(config: dict[str, Any], model: str) -> str:
+    """Weights of ``model``: a run's directory; for ``base``, ``results/models/base`` when the workflow
+    builds it (``base_model.build``), else ``base_model.path`` (a hub id or a local directory)."""
+    if model != BASE:
+        return model_dir(model)
+    base = config["base_model"]
+    return model_dir(BASE) if base["build"] else base["path"]
+
+
+def model_inputs(config: dict[str, Any], model: str) -> list[str]:
+    """The model directory as a rule input when the workflow makes it (never a hub id)."""
+    return [model_path(config, model)] if model != BASE or config["base_model"]["build"] else []
+
+
+def model_revision_arg(config: dict[str, Any], model: str) -> str:
+    """`` --revision <sha>`` (with its leading space) for the base model when ``base_model.revision``
+    pins one, else '': the rules append it to the model argument."""
+    base = config["base_model"]
+    if model == BASE and not base["build"] and base.get("revision"):
+        return f" --revision {base['revision']}"
+    return ""
+
+
+def shard_paths(config: dict[str, Any], model: str, dataset: str, ext: str = ".parquet") -> list[str]:
+    """The shard files of (model, dataset), in shard order."""
+    return [shard(model, dataset, i, ext) for i in range(config["generate"]["num_shards"])]

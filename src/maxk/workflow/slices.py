@@ -1,0 +1,108 @@
+"""The part of the config each job depends on, defined once per rule.
+
+A rule passes its slice to its command as ``--config-json`` through ``params:``, so Snakemake reruns
+the job when, and only when, that part changes: editing the analysis section does not retrain a model.
+Each command reads back exactly the shape its slice has here. ``config`` is the validated config
+(``maxk.config.validate_config``: every default filled in), so nothing here has a fallback of its own.
+
+    rule               slice
+    data_build         the dataset's entry, its pool, the data section's other keys, prompt
+    base_model         seed, base_model, prompt, sandbox
+    train              seed, train, the run's entry, prompt, sandbox   (checked: maxk.train.launch.check_run)
+    generate_shard     seed, generate, prompt
+    score              the sandbox section
+    analysis_metrics   analysis.ks, analysis.ragged
+    analysis_*         analysis without lab and claims   (tables, significance, figures)
+    analysis_claims    analysis.claims, models, significance, bootstrap, decimals
+    analysis_lab       analysis.lab
+    environment        all of it (the provenance record hashes the whole config)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+Config = dict[str, Any]
+
+
+def data_build(config: Config, dataset: str) -> Config:
+    from maxk.data.build import dataset_config
+
+    entry, pool_name, pool = dataset_config(dataset, config)
+    data = {k: v for k, v in config["data"].items() if k != "pools"}
+    data["pools"] = {pool_name: pool}
+    return {"datasets": {dataset: entry}, "data": data, "prompt": config["prompt"]}
+
+
+def base_model(config: Config, _: str | None = None) -> Config:
+    return {k: config[k] for k in ("seed", "base_model", "prompt", "sandbox")}
+
+
+def train(config: Config, run: str) -> Config:
+    """Planning fails here, naming the run, when its settings are inconsistent (``check_run``)."""
+    from maxk.train.launch import check_run, run_config
+
+    check_run(run, run_config(config["train"], config["runs"][run]))
+    return {
+        "seed": config["seed"],
+        "train": config["train"],
+        "run": config["runs"][run],
+        "prompt": config["prompt"],
+        "sandbox": config["sandbox"],
+    }
+
+
+def generate(config: Config, _: str | None = None) -> Config:
+    return {k: config[k] for k in ("seed", "generate", "prompt")}
+
+
+def score(config: Config, _: str | None = None) -> Config:
+    return config["sandbox"]
+
+
+def analysis_metrics(config: Config, _: str | None = None) -> Config:
+    return {k: config["analysis"][k] for k in ("ks", "ragged")}
+
+
+def analysis(config: Config, _: str | None = None) -> Config:
+    return {k: v for k, v in config["analysis"].items() if k not in ("lab", "claims")}
+
+
+def analysis_claims(config: Config, _: str | None = None) -> Config:
+    section = config["analysis"]
+    keys = ("claims", "models", "significance", "bootstrap", "decimals")
+    return {k: section[k] for k in keys if k in section}
+
+
+def analysis_lab(config: Config, _: str | None = None) -> Config:
+    return {"lab": config["analysis"]["lab"]}
+
+
+def environment(config: Config, _: str | None = None) -> Config:
+    return config
+
+
+#: rule name -> its slice. The tables, significance and figure rules share ``analysis``.
+SLICES: dict[str, Callable[[Config, Any], Config]] = {
+    "data_build": data_build,
+    "base_model": base_model,
+    "train": train,
+    "generate_shard": generate,
+    "score": score,
+    "analysis_metrics": analysis_metrics,
+    "analysis_table": analysis,
+    "analysis_stats": analysis,
+    "analysis_figure_passk": analysis,
+    "analysis_figure_entropy": analysis,
+    "analysis_figure_maxk": analysis,
+    "analysis_claims": analysis_claims,
+    "analysis_lab": analysis_lab,
+    "environment": environment,
+}
+
+
+def config_json(config: Config, rule: str, name: str | None = None) -> str:
+    """Rule ``rule``'s slice (of dataset or run ``name`` where it has one) as canonical JSON."""
+    return json.dumps(SLICES[rule](config, name), sort_keys=True)

@@ -1,0 +1,93 @@
+"""What a run produces, and the exact inputs of each analysis job, from the config.
+
+``final_targets(config)`` is every final output the config declares (``rule all`` requests it through
+``get_final_output()`` in ``workflow/rules/common.smk``). Requesting the tables, figures and claims
+pulls in, through their inputs, exactly the (model, dataset) pairs they need: training, generation and
+scoring of those pairs and no others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from maxk.analysis.claims import claim_inputs
+from maxk.analysis.tables import table_specs
+from maxk.workflow import paths as P
+
+Pairs = list[tuple[str, str]]
+
+LAB_OUTPUTS = ("onpolicy.csv", "offpolicy.csv", "onpolicy.png", "offpolicy.png", "offpolicy_surrogate.png")
+
+
+def table_pairs(analysis: Mapping, table: str) -> Pairs:
+    """(model, dataset) pairs whose metrics table ``table`` reads."""
+    spec = {s.name: s for s in table_specs(analysis)}[table]
+    return [(m, d) for m in spec.rows for d in spec.datasets]
+
+
+def significance_pairs(analysis: Mapping) -> Pairs:
+    """(model, dataset) pairs of every table with ``significance: true``."""
+    specs = table_specs(analysis)
+    return sorted({(m, d) for s in specs if s.significance for m in s.rows for d in s.datasets})
+
+
+def figure_pairs(analysis: Mapping, figure: str, dataset: str | None = None) -> Pairs:
+    """(model, dataset) pairs of figure ``passk``, ``entropy`` (its samples) or ``maxk_curves`` (of
+    ``dataset``); none when the config declares no such figure."""
+    spec = (analysis.get("figures") or {}).get(figure)
+    if not spec:
+        return []
+    return [(m, dataset or spec["dataset"]) for m in spec["models"]]
+
+
+def curve_datasets(analysis: Mapping) -> list[str]:
+    """The datasets with a max@k curves figure (every dataset of the tables unless listed)."""
+    curves = (analysis.get("figures") or {}).get("maxk_curves")
+    if not curves:
+        return []
+    return list(curves.get("datasets") or analysis["datasets"])
+
+
+def claims_pairs(analysis: Mapping) -> tuple[Pairs, Pairs]:
+    """``(metrics pairs, samples pairs)`` the claims read (both empty without a claims section)."""
+    return claim_inputs(analysis) if "claims" in analysis else ([], [])
+
+
+def metrics_files(pairs: Pairs) -> list[str]:
+    return [P.metrics(m, d) for m, d in pairs]
+
+
+def samples_files(pairs: Pairs) -> list[str]:
+    return [P.samples(m, d) for m, d in pairs]
+
+
+def analysis_targets(analysis: Mapping) -> list[str]:
+    """Every table (tex/md/csv), the significance file, every figure and claim file the section
+    declares, the metrics of the ``checks`` pairs (scored outside the tables), and the lab's outputs."""
+    out: list[str] = []
+    for spec in table_specs(analysis):
+        out += [f"{P.RESULTS}/tables/{spec.name}.{ext}" for ext in ("tex", "md", "csv")]
+    out.append(f"{P.RESULTS}/stats/significance.csv")
+    figures = analysis.get("figures") or {}
+    if "passk" in figures:
+        out += [f"{P.RESULTS}/figures/passk_curve.{ext}" for ext in ("pdf", "png")]
+    if "entropy" in figures:
+        out += [f"{P.RESULTS}/figures/entropy.{ext}" for ext in ("pdf", "png")]
+    for d in curve_datasets(analysis):
+        out += [f"{P.RESULTS}/figures/maxk_{d}.{ext}" for ext in ("pdf", "png")]
+    if "claims" in analysis:
+        out += [f"{P.RESULTS}/claims/claims.{ext}" for ext in ("csv", "md")]
+    out += metrics_files([(m, d) for m, d in analysis.get("checks") or []])
+    out += [f"{P.RESULTS}/lab/{name}" for name in LAB_OUTPUTS]
+    return out
+
+
+def final_targets(config: Mapping) -> list[str]:
+    """Every final output of the run, in a deterministic order: each dataset and its manifest, each
+    run's model and training curves, the analysis outputs, and the environment record."""
+    out = [P.data(d, ext) for d in sorted(config["datasets"]) for ext in (".jsonl.gz", ".manifest.json")]
+    for run in sorted(config["runs"]):
+        out += [P.train_metrics(run), P.model_dir(run)]
+    out += analysis_targets(config["analysis"])
+    out.append(f"{P.RESULTS}/provenance/environment.json")
+    return out
