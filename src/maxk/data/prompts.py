@@ -39,7 +39,7 @@ def build_messages(problem: dict[str, Any], config: dict[str, Any] | None = None
     cfg = _merged(config)
     user = f"{problem['prompt'].rstrip()}\n\n{instruction_for(problem, cfg)}"
     messages = []
-    if cfg.get("system"):
+    if cfg["system"]:
         messages.append({"role": "system", "content": cfg["system"]})
     messages.append({"role": "user", "content": user})
     return messages
@@ -52,14 +52,14 @@ def build_prompt(
     cfg = _merged(config)
     if (
         tokenizer is not None
-        and cfg.get("use_chat_template", True)
+        and cfg["use_chat_template"]
         and getattr(tokenizer, "chat_template", None)
     ):
         return tokenizer.apply_chat_template(
             build_messages(problem, cfg), add_generation_prompt=True, tokenize=False
         )
     return cfg["plain_template"].format(
-        system=cfg.get("system") or "",
+        system=cfg["system"] or "",
         prompt=problem["prompt"].rstrip(),
         instruction=instruction_for(problem, cfg),
     )
