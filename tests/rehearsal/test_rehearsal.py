@@ -14,11 +14,11 @@ def test_the_overlay_changes_sizes_only():
     """Every key the overlay sets is a size; each line says so."""
     sizes = {("generate", "n"), ("generate", "max_problems"), ("generate", "num_shards"),
              ("train", "max_prompts"), ("analysis", "bootstrap"), ("analysis", "lab"),
-             ("resources", "score")}  # fmt: skip
+             ("resources", "score"), ("resources", "train"), ("resources", "generate_shard")}  # fmt: skip
     overlay = yaml.safe_load((HERE / "overlay.yaml").read_text())
     assert {(section, key) for section, entries in overlay.items() for key in entries} == sizes
     for line in (HERE / "overlay.yaml").read_text().splitlines():
-        if line.strip() and not line.startswith("#") and not line.rstrip().endswith(":"):
+        if line.strip() and not line.lstrip().startswith("#") and not line.rstrip().endswith(":"):
             assert "# SIZE:" in line, line
 
 

@@ -35,6 +35,10 @@ def test_launch_prefix_cpu_and_gpu():
     assert cmd[:2] == ["accelerate", "launch"]
     assert cmd[cmd.index("--config_file") + 1] == "workflow/deepspeed/zero2.yaml"
     assert cmd[cmd.index("--num_processes") + 1] == "8"
+    assert cmd[cmd.index("--num_cpu_threads_per_process") + 1] == "1"
+    # the job's threads are shared among its processes (accelerate would give each all of them)
+    cmd = shlex.split(launch_prefix(launch, 8, threads=64))
+    assert cmd[cmd.index("--num_cpu_threads_per_process") + 1] == "8"
     assert cmd[-2:] == ["-m", "maxk"]
     assert (ROOT / launch["accelerate_config"]).is_file()
     ds = yaml.safe_load((ROOT / launch["accelerate_config"]).read_text())

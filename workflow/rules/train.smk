@@ -58,6 +58,7 @@ rule train:
             config["train"]["launch"],
             rule_resources("train").get("gpu", 0),
             basedir=workflow.basedir,
+            threads=threads_of("train"),
         ),
     shell:
         "{params.launch} train --run {wildcards.run} --config-json {params.config:q} "

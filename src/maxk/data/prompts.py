@@ -50,11 +50,7 @@ def build_prompt(
 ) -> str:
     """The prompt string for ``problem`` (chat template when the tokenizer has one, plain otherwise)."""
     cfg = _merged(config)
-    if (
-        tokenizer is not None
-        and cfg["use_chat_template"]
-        and getattr(tokenizer, "chat_template", None)
-    ):
+    if tokenizer is not None and cfg["use_chat_template"] and getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(
             build_messages(problem, cfg), add_generation_prompt=True, tokenize=False
         )

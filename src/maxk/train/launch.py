@@ -118,11 +118,15 @@ def grpo_kwargs(effective: dict[str, Any], *, output_dir: str, seed: int, use_cp
     return kw
 
 
-def launch_prefix(launch: dict[str, Any], gpus: int, basedir: str | None = None) -> str:
+def launch_prefix(launch: dict[str, Any], gpus: int, basedir: str | None = None, threads: int = 1) -> str:
     """Command prefix of a training job: ``maxk`` (CPU) or ``accelerate launch ... -m maxk`` (GPUs).
 
     A relative ``accelerate_config`` is relative to ``basedir`` (the workflow's folder), so the job
-    finds it whatever its working directory (``snakemake --directory``)."""
+    finds it whatever its working directory (``snakemake --directory``).
+
+    The job's ``threads`` are shared among its ``gpus`` processes (``--num_cpu_threads_per_process``).
+    Without it, accelerate gives every process the job's OMP_NUM_THREADS, which Snakemake sets to all
+    of the job's threads: 8 ranks x 64 threads on a 64-core node."""
     if gpus <= 0:
         return "maxk"
     config_file = launch["accelerate_config"]
@@ -135,6 +139,8 @@ def launch_prefix(launch: dict[str, Any], gpus: int, basedir: str | None = None)
         config_file,
         "--num_processes",
         str(gpus),
+        "--num_cpu_threads_per_process",
+        str(max(1, threads // gpus)),
     ]
     if launch.get("main_process_port"):
         parts += ["--main_process_port", str(launch["main_process_port"])]
