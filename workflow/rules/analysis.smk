@@ -7,6 +7,8 @@ import os
 from maxk.workflow import targets as T
 
 ANALYSIS = config["analysis"]
+#: (metrics pairs, samples pairs) the claims read
+CLAIMS_PAIRS = T.claims_pairs(ANALYSIS)
 
 
 rule analysis_metrics:
@@ -183,8 +185,8 @@ rule analysis_figure_maxk:
 
 rule analysis_claims:
     input:
-        metrics=T.metrics_files(T.claims_pairs(ANALYSIS)[0]),
-        samples=T.samples_files(T.claims_pairs(ANALYSIS)[1]),
+        metrics=T.metrics_files(CLAIMS_PAIRS[0]),
+        samples=T.samples_files(CLAIMS_PAIRS[1]),
     output:
         csv=report(
             f"{RESULTS}/claims/claims.csv",

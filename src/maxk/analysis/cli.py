@@ -142,16 +142,17 @@ def _files(files: list[str], pairs, kind: str, flag: str) -> dict:
     from maxk.workflow.paths import pair_of
 
     given = {pair_of(f): Path(f) for f in files}
-    missing = [f"{m}/{d}" for m, d in sorted(set(pairs)) if (m, d) not in given]
+    wanted = sorted(set(pairs))
+    missing = [f"{m}/{d}" for m, d in wanted if (m, d) not in given]
     if missing:
         raise UserError(
             f"no {kind} file given for {', '.join(missing)}: pass {flag} .../{{model}}/{{dataset}}.parquet"
             + ("" if kind == "samples" else " (written by `maxk analyze metrics`)")
         )
-    for pair in sorted(set(pairs)):
+    for pair in wanted:
         if not given[pair].exists():
             raise UserError(f"{given[pair]}: {kind} file not found")
-    return {pair: given[pair] for pair in sorted(set(pairs))}
+    return {pair: given[pair] for pair in wanted}
 
 
 def _load_frames(files: list[str], pairs) -> dict:
@@ -214,7 +215,7 @@ def _tables(args: argparse.Namespace) -> int:
     decimals = int(cfg["decimals"])
     outdir = Path(args.outdir)
     for spec in _selected_specs(cfg, args.table):
-        frames = _load_frames(args.metrics, [(m, d) for m in spec.rows for d in spec.datasets])
+        frames = _load_frames(args.metrics, spec.pairs)
         try:
             result = _build(cfg, args.seed, spec, frames)
         except ValueError as exc:
@@ -243,7 +244,7 @@ def _stats(args: argparse.Namespace) -> int:
     for spec in _selected_specs(cfg, None):
         if not spec.significance:
             continue
-        frames = _load_frames(args.metrics, [(m, d) for m in spec.rows for d in spec.datasets])
+        frames = _load_frames(args.metrics, spec.pairs)
         try:
             tests += _build(cfg, args.seed, spec, frames).tests
         except ValueError as exc:
@@ -279,7 +280,6 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _figure(args: argparse.Namespace) -> int:
-
     from maxk.analysis.figures import curve_figure, entropy_figure
     from maxk.cli import UserError
     from maxk.provenance import write_provenance
@@ -331,7 +331,6 @@ def _figure(args: argparse.Namespace) -> int:
 
 
 def _claims(args: argparse.Namespace) -> int:
-
     from maxk.analysis.claims import claim_inputs, evaluate_claims, render_claims_markdown
     from maxk.analysis.figures import entropy_per_problem
     from maxk.analysis.paper_results import paper_lookup

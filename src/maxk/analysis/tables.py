@@ -72,6 +72,11 @@ class TableSpec:
     def labels(self, model_labels: Mapping[str, str]) -> dict[str, str]:
         return {**model_labels, **dict(self.row_labels)}
 
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        """The (model, dataset) pairs whose metrics the table reads, row by row."""
+        return [(m, d) for m in self.rows for d in self.datasets]
+
 
 @dataclass(frozen=True)
 class Column:
@@ -257,14 +262,14 @@ def build_table(
     star_correction: str = "holm",
 ) -> TableResult:
     """Compute every cell of ``spec`` from per-problem metric frames keyed by ``(model, dataset)``."""
-    missing = [(m, d) for m in spec.rows for d in spec.datasets if (m, d) not in frames]
+    missing = [pair for pair in spec.pairs if pair not in frames]
     if missing:
         raise ValueError(f"table {spec.name}: no metrics for (model, dataset) {missing}")
     columns, notes = _resolve_columns(spec, frames)
     n_rows = len(spec.rows)
     cells = [[None] * len(columns) for _ in range(n_rows)]  # type: ignore[list-item]
     n_problems: dict[str, int] = {}
-    n_samples = {(m, d): int(frames[(m, d)]["n"].iloc[0]) for m in spec.rows for d in spec.datasets}
+    n_samples = {pair: int(frames[pair]["n"].iloc[0]) for pair in spec.pairs}
     aligned_by_ds: dict[str, list[pd.DataFrame]] = {}
     for dataset in spec.datasets:
         aligned = aligned_by_ds[dataset] = _aligned(spec, dataset, frames)

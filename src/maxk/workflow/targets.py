@@ -21,14 +21,12 @@ LAB_OUTPUTS = ("onpolicy.csv", "offpolicy.csv", "onpolicy.png", "offpolicy.png",
 
 def table_pairs(analysis: Mapping, table: str) -> Pairs:
     """(model, dataset) pairs whose metrics table ``table`` reads."""
-    spec = {s.name: s for s in table_specs(analysis)}[table]
-    return [(m, d) for m in spec.rows for d in spec.datasets]
+    return {s.name: s for s in table_specs(analysis)}[table].pairs
 
 
 def significance_pairs(analysis: Mapping) -> Pairs:
     """(model, dataset) pairs of every table with ``significance: true``."""
-    specs = table_specs(analysis)
-    return sorted({(m, d) for s in specs if s.significance for m in s.rows for d in s.datasets})
+    return sorted({pair for s in table_specs(analysis) if s.significance for pair in s.pairs})
 
 
 def figure_pairs(analysis: Mapping, figure: str, dataset: str | None = None) -> Pairs:
