@@ -30,8 +30,11 @@ class ConfigError(ValueError):
 
 
 def _load_yaml(path: Path) -> Any:
+    # libyaml's loader where PyYAML has it: every Snakemake process (two per cluster job) reads the
+    # schemas, and the pure-Python loader costs a quarter of a second there
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return yaml.load(fh, Loader=loader)
 
 
 @functools.cache

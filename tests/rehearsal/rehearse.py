@@ -48,6 +48,8 @@ sys.path[:0] = [str(HERE), str(ROOT / "src")]
 
 from fixtures import cure_rows  # noqa: E402
 
+from maxk.workflow import paths as P  # noqa: E402
+
 #: a commit for a revision the config leaves at a branch (``main``) or null
 FAKE_COMMIT = "0" * 40
 #: fixture rows of a pool without integer split sizes
@@ -124,7 +126,8 @@ def stage_data(cache: Path, config: dict) -> list[str]:
                 f"rehearsal: pool {name!r}: only `source: cure` pools read by hub_id + filename are "
                 f"staged (got source {pool['source']!r}); add a fixture for it in {HERE / 'fixtures.py'}"
             )
-        dataset = Path(opts["filename"]).stem
+        # CURE's renamed files (test/<Name>-ReasonFlux.json) hold the same rows, byte for byte
+        dataset = Path(opts["filename"]).stem.removesuffix("-ReasonFlux")
         rows = cure_rows(dataset, pool_rows(pool))
         commit, ref = commit_of(opts.get("revision"))
         fill_cache(cache, opts["hub_id"], {opts["filename"]: json.dumps(rows)}, commit=commit, ref=ref,
@@ -182,6 +185,9 @@ def rehearse(configfile: Path, work: Path, jobs: int = 8, extra: list[str] | Non
         sys.executable, "-m", "snakemake", "--configfile", str(configfile), str(overlay),
         "--profile", "slurm", "--directory", str(work / "run"), "--jobs", str(jobs),
         "--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "1",
+        # the base model's evaluations first: every table waits on them, and the greedy scheduler
+        # (largest inputs first) would start them last, as a hub model is no input of theirs
+        "--prioritize", *(P.scores(P.BASE, dataset) for dataset in config["analysis"]["datasets"]),
         "--scheduler", "greedy",  # the default ILP scheduler costs minutes of CPU over ~160 small jobs
         *(extra or []),
     ]  # fmt: skip

@@ -11,6 +11,20 @@ ANALYSIS = config["analysis"]
 CLAIMS_PAIRS = T.claims_pairs(ANALYSIS)
 
 
+# Aggregation over small per-pair files takes seconds even at paper scale (every metric, table and
+# test of the paper config: ~4 s, benchmarks/bench_analysis.py). On a cluster these ~80 jobs run in the
+# Snakemake process itself rather than each waiting in the queue and starting Snakemake twice on a
+# node. The estimator lab (Monte Carlo, minutes at paper size) stays a cluster job.
+localrules:
+    analysis_metrics,
+    analysis_table,
+    analysis_stats,
+    analysis_figure_passk,
+    analysis_figure_entropy,
+    analysis_figure_maxk,
+    analysis_claims,
+
+
 rule analysis_metrics:
     input:
         P.scores("{model}", "{dataset}"),
