@@ -7,8 +7,7 @@ import sys
 
 GPU_RULES = {"train", "generate_shard"}
 rec = json.load(sys.stdin)
-opts, comment = rec["opts"], rec["comment"]
-rule = comment.removeprefix("rule_").split("_wildcards")[0]
+opts, rule = rec["opts"], rec["rule"]
 gpus = opts.get("gpus") or opts.get("gres")
 problems = []
 if rule in GPU_RULES:

@@ -37,7 +37,7 @@ def test_paper_config_rehearsal(tmp_path):
         assert (results / name).is_file(), name
     assert sorted(p.name for p in (results / "models").iterdir()) == sorted(config["runs"])
     submissions = [json.loads(s) for s in (tmp_path / "slurm" / "sbatch.jsonl").read_text().splitlines()]
-    rules = Counter(s["comment"].removeprefix("rule_").split("_wildcards")[0] for s in submissions)
+    rules = Counter(s["rule"] for s in submissions)
     # every job but the aggregation (localrules in workflow/rules/analysis.smk) went through sbatch
     assert set(rules) == {"data_build", "train", "generate_shard", "score", "analysis_lab", "environment"}
     assert rules["train"] == len(config["runs"]) and rules["score"] == rules["generate_shard"] > 50

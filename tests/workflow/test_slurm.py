@@ -113,8 +113,8 @@ def test_small_dag_runs_through_the_real_slurm_plugin(tmp_path: Path) -> None:
     submissions = [json.loads(line) for line in (state / "sbatch.jsonl").read_text().splitlines()]
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert (workdir / "results" / "scores" / "base" / "suite_test.parquet").is_file()
-    rules = Counter(s["comment"].removeprefix("rule_").split("_wildcards")[0] for s in submissions)
+    rules = Counter(s["rule"] for s in submissions)
     assert rules["generate_shard"] == cfg["generate"]["num_shards"] and rules["base_model"] == 1
     assert rules["score"] == 1
-    gpu_jobs = [s for s in submissions if s["comment"].startswith("rule_generate_shard")]
+    gpu_jobs = [s for s in submissions if s["rule"] == "generate_shard"]
     assert all(s["opts"]["gpus"] == "1" and s["opts"]["p"] == "gpu" for s in gpu_jobs)
