@@ -1,7 +1,7 @@
 """Step-time split (generation / reward / update) of one GRPO run with the embedded config; prints the
 reward share of the step time (target < 1/3) as the ratio.
 
-    python benchmarks/bench_train.py [--model results/models/base] [--data results/data/suite_train.jsonl.gz]
+    python benchmarks/bench_train.py [--model results/models/base] [--data results/data/suite_rl.jsonl.gz]
                                      [--method offpolicy_bon] [--steps 6]
 
 Uses maxk.sandbox.Scorer when it is importable (real rewards); otherwise a trusted non-executing stand-in
@@ -39,7 +39,7 @@ class StandInScorer:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=str(ROOT / "results/models/base"))
-    ap.add_argument("--data", default=str(ROOT / "results/data/suite_train.jsonl.gz"))
+    ap.add_argument("--data", default=str(ROOT / "results/data/suite_rl.jsonl.gz"))
     ap.add_argument("--method", default="offpolicy_bon")
     ap.add_argument("--steps", type=int, default=6)
     a = ap.parse_args()

@@ -14,11 +14,14 @@ from scipy.stats import wilcoxon
 from maxk.analysis.claims import (
     CLAIMS,
     LARGE,
+    NOT_WORKING,
     BestOf,
     Claim,
     MeanOf,
     claim_inputs,
     evaluate_claims,
+    heldout_curve,
+    instrument_check,
     render_claims_markdown,
 )
 from maxk.analysis.paper_results import paper_lookup
@@ -164,8 +167,51 @@ def test_paper_values_stand_beside_ours_under_the_paper_config():
         (0.688 + 0.696 + 0.701 + 0.703) / 4
     )
     assert pd.isna(frame.loc["grpo_lowers_entropy", "paper_a"])
+    assert frame.loc["grpo_raises_pass_at_1", "paper_effect"] == pytest.approx(0.257 - 0.211)
     md = render_claims_markdown(frame.reset_index())
-    assert "paper a" in md and "0.718" in md
+    assert "paper a" in md and "0.718" in md and "paper effect" in md
+
+
+def test_instrument_works_when_rl_raises_its_objective_and_the_curve_rises():
+    up = metrics_of(levels={"grpo_continuous": 0.2})
+    curve = [(0, 0.30), (16, 0.33), (32, 0.35)]
+    check = instrument_check(cfg(), up, seed=0, curve=curve)
+    obj = check["objective"]
+    assert check["works"] and obj["ok"] and obj["ci_low"] > 0 and check["curve"]["ok"]
+    assert obj["effect"] == pytest.approx(obj["a_value"] - obj["b_value"])
+    d = (up[("grpo_continuous", "ds")]["max@1"] - up[("base", "ds")]["max@1"]).to_numpy()
+    assert obj["effect"] == pytest.approx(d.mean()) and obj["n_problems"] == len(d)
+    frame = evaluate_claims(cfg(), up, entropy_of(up), seed=0, instrument_works=True)
+    assert set(frame["verdict"]) <= {"holds", "does not hold"}
+    # a curve that falls, or an objective whose interval covers zero, each stop the instrument
+    falling = instrument_check(cfg(), up, seed=0, curve=[(0, 0.35), (32, 0.30)])
+    assert not falling["works"] and "does not rise" in falling["reason"]
+    flat = instrument_check(cfg(), metrics_of(), seed=0, curve=curve)
+    assert not flat["objective"]["ok"] and not flat["works"] and "not above zero" in flat["reason"]
+    missing = instrument_check(cfg(), {k: v for k, v in up.items() if k[0] != "base"}, seed=0)
+    assert not missing["works"] and "no metrics" in missing["reason"]
+
+
+def test_claims_read_instrument_not_working_when_it_fails():
+    metrics = metrics_of(levels={"grpo_continuous": 0.3})
+    frame = evaluate_claims(cfg(), metrics, entropy_of(metrics), seed=0, instrument_works=False)
+    tested = frame[frame["effect"].notna()]
+    assert len(tested) and set(tested["verdict"]) == {NOT_WORKING}
+    check = instrument_check(cfg(), metrics_of(), seed=0, curve=[(0, 0.3), (8, 0.2)])
+    block = {
+        "items": [{"name": "pass_at_1", "value": 0.05, "band": [0.1, 0.35], "pass": False}],
+        "passes": False,
+    }
+    md = render_claims_markdown(frame, instrument={**check, "calibration": block})
+    assert md.index("INSTRUMENT NOT WORKING") < md.index("## The paper's claims") < md.index("| `")
+    assert "MISSES ITS OPERATING POINT" in md and "DOES NOT RISE" in md
+    assert md.count(NOT_WORKING) >= len(tested)
+
+
+def test_heldout_curve_reads_the_points_of_a_training_csv():
+    frame = pd.DataFrame({"step": [2, 0, 1, 3], "heldout/reward": [0.4, 0.3, None, 0.5]})
+    assert heldout_curve(frame) == [(0, 0.3), (2, 0.4), (3, 0.5)]
+    assert heldout_curve(pd.DataFrame({"step": [1]})) == []
 
 
 def test_cli_writes_csv_and_markdown(tmp_path, capsys):

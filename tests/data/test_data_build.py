@@ -16,16 +16,27 @@ from maxk.data.build import DataError, build_dataset, split_records
 
 SMALL = default_config()
 SMALL["data"]["pools"]["suite"]["options"]["n"] = 200
-SMALL["data"]["pools"]["suite"]["expected"] = {"filtered": 200, "train": 180, "test": 20}
+SMALL["data"]["pools"]["suite"]["expected"] = {"filtered": 200, "sft": 120, "rl": 50, "heldout": 10, "test": 20}
 
 
 def test_splits_disjoint_exact_and_seeded():
-    train = load("suite_train", config=SMALL)
+    sft = load("suite_sft", config=SMALL)
+    rl = load("suite_rl", config=SMALL)
+    heldout = load("suite_heldout", config=SMALL)
     test = load("suite_test", config=SMALL)
     call = load("suite_call", config=SMALL)
-    assert len(train) == 180 and len(test) + len(call) == 20
-    ids = [r["id"] for r in train + test + call]
-    assert len(ids) == len(set(ids))
+    # fractions of each format stratum, rounded per stratum: within one problem per stratum (2) of target
+    # (rl and heldout keep their part's stdio problems only: about three quarters of the part)
+    got = {"sft": len(sft), "rl": len(rl), "heldout": len(heldout), "test": len(test) + len(call)}
+    want = SMALL["data"]["pools"]["suite"]["expected"]
+    assert abs(got["sft"] - want["sft"]) <= 2 and abs(got["test"] - want["test"]) <= 2, got
+    assert 0.6 * want["rl"] <= got["rl"] <= want["rl"] and 0 < got["heldout"] <= want["heldout"], got
+    assert {r["tests"]["format"] for r in rl + heldout + test} == {"stdio"}
+    # every part of the one pool is disjoint from the others, by id and by reference program
+    parts = (sft, rl, heldout, test, call)
+    ids = [r["id"] for part in parts for r in part]
+    refs = [r["reference"] for part in parts for r in part]
+    assert len(ids) == len(set(ids)) and len(refs) == len(set(refs))
     assert {r["tests"]["format"] for r in call} == {"call"}
     recs = [{"id": str(i), "tests": {"format": "stdio"}} for i in range(100)]
     parts = split_records(recs, {"seed": 1, "sizes": {"train": 90, "test": 10}}, [])
@@ -40,6 +51,7 @@ def test_expected_count_mismatch_is_loud(capsys):
     cfg["data"]["pools"]["suite"]["expected"] = {"filtered": 2766, "train": 2490, "test": 276}
     cfg["data"]["pools"]["suite"]["split"]["sizes"] = {"train": 2490, "test": 276}
     cfg["data"]["pools"]["suite"]["split"]["stratify"] = None
+    cfg["datasets"]["suite_train"] = {"pool": "suite", "part": "train"}
     _, manifest = build_dataset("suite_train", cfg)
     err = capsys.readouterr().err
     assert "WARNING" in err and "2766" in err and "200" in err and "2490" in err
@@ -56,7 +68,7 @@ def test_prompt_length_filter_with_tokenizer():
     cfg = copy.deepcopy(SMALL)
     cfg["data"]["pools"]["suite"]["max_prompt_tokens"] = 480
     cfg["data"]["pools"]["suite"]["expected"] = {}
-    _recs, manifest = build_dataset("suite_train", cfg, tokenizer=CharTok())
+    _recs, manifest = build_dataset("suite_sft", cfg, tokenizer=CharTok())
     step = next(s for s in manifest["steps"] if s["step"] == "max_prompt_tokens")
     assert 0 < step["dropped"] < step["before"] and manifest["length_unit"] == "tokens"
 
@@ -65,7 +77,7 @@ def test_zero_rows_and_unknown_dataset():
     cfg = copy.deepcopy(SMALL)
     cfg["data"]["pools"]["suite"]["max_difficulty"] = 0
     with pytest.raises(DataError, match="zero problems after filtering"):
-        build_dataset("suite_train", cfg)
+        build_dataset("suite_sft", cfg)
     with pytest.raises(DataError, match="not in config 'datasets'"):
         build_dataset("nope", cfg)
 

@@ -85,10 +85,15 @@ def test_references_pass_all_tests(stdio, call):
         assert fraction_passed(p, p["reference"]) == 1.0, p["id"]
 
 
-def test_example_in_statement_is_first_test(stdio):
+def test_example_in_statement_is_right_and_never_scored(stdio):
+    """The statement's example is the reference's output on its input (trusted code), and no scored
+    test has its input: echoing the example is not rewarded (tests/data/test_data_suite_echo.py)."""
     for p in stdio[:50]:
-        case = p["tests"]["cases"][0]
-        assert f"Example input:\n{case['input']}Example output:\n{case['output']}" in p["prompt"]
+        m = re.search(r"\nExample input:\n(.*)Example output:\n(.*)\Z", p["prompt"], re.S)
+        assert m, p["prompt"]
+        example = {"tests": {"format": "stdio", "cases": [{"input": m[1], "output": m[2]}]}}
+        assert fraction_passed(example, p["reference"]) == 1.0, p["id"]
+        assert m[1] not in [case["input"] for case in p["tests"]["cases"]], p["id"]
 
 
 def test_partial_credit_for_wrong_branch(stdio):

@@ -97,35 +97,24 @@ def test_tokenizer_reloads_token_for_token_through_autotokenizer(tmp_path):
     assert (back.eos_token, back.pad_token, back.padding_side) == ("<|im_end|>", "<|pad|>", "left")
 
 
-def test_sample_and_score_uses_the_pipeline_prompt_and_extractor(tiny_model_dir):
+def test_sample_scored_uses_the_pipeline_prompt_and_extractor(tiny_model_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from maxk.generate.extract import extract_program
-    from maxk.train.base import sample_and_score
+    from maxk.train.sampling import sample_scored
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     problems = [_problem(3), _problem(5)]
     scorer = FakeScorer()
-    out = sample_and_score(
-        model,
-        tok,
-        problems,
-        samples=5,
-        max_new_tokens=8,
-        batch_size=2,
-        scorer=scorer,
-        prompt_cfg=None,
-        seed=0,
-        keep_examples=5,
-    )
-    assert [len(r) for r in out["rewards"]] == [5, 5] and [len(r) for r in out["passed"]] == [5, 5]
+    out = sample_scored(model, tok, problems, scorer=scorer, samples=5, max_new_tokens=8, seed=0, tag="t")
+    assert [len(r) for r in out.rewards] == [5, 5] and [len(r) for r in out.passed] == [5, 5]
     assert [p["id"] for p, _ in scorer.pairs] == ["suite/stdio-00003"] * 5 + ["suite/stdio-00005"] * 5
-    # every scored program is extract_program() of the logged completion, in order
+    # every scored program is extract_program() of the completion, in order
+    texts = [t for row in out.texts for t in row]
     assert [prog for _, prog in scorer.pairs] == [
-        extract_program(ex["completion"], problems[i // 5]) for i, ex in enumerate(out["examples"])
+        extract_program(t, problems[i // 5]) for i, t in enumerate(texts)
     ]
-    assert out["generate_s"] > 0 and out["score_s"] >= 0
 
 
 def test_build_base_model_end_to_end_tiny(tmp_path):
@@ -167,8 +156,51 @@ def test_build_base_model_end_to_end_tiny(tmp_path):
     assert {"pass@1", "pass@2", "pass@4", "mean_reward", "samples"} <= set(manifest["eval"])
     assert manifest["eval"]["samples"] == 4 and manifest["eval"]["problems"] == 2
     assert manifest["sft_steps"] == 2
+    # every SFT example is listed, under the name of the file it came from
+    trained_on = json.loads((out / "trained_on.json").read_text())
+    assert trained_on == [{"dataset": "train", "id": r["id"]} for r in train]
+    assert "calibration" not in manifest  # base_model.calibration is null here
     AutoTokenizer.from_pretrained(out)
     AutoModelForCausalLM.from_pretrained(out)
+
+
+BANDS = {"pass_at_1": [0.10, 0.35], "mean_reward": [0.25, 0.45], "large_k_ratio": 2.0,
+         "call_pass_at_1": 0.05, "sharpen_gain": 0.03}  # fmt: skip
+
+
+def test_calibration_passes_only_when_every_item_is_in_its_band():
+    from maxk.train.base import calibration
+
+    check = {"samples": 64, "pass@1": 0.12, "pass@64": 0.6, "mean_reward": 0.34}
+    block = calibration(check, {"pass@1": 0.2}, {"pass@1": 0.06}, BANDS)
+    assert block["passes"] and [i["name"] for i in block["items"]] == [
+        "pass_at_1", "pass_at_64_over_pass_at_1", "mean_reward", "call_pass_at_1", "sharpen_gain_pass_at_1",
+    ]  # fmt: skip
+    assert block["items"][-1]["value"] == pytest.approx(0.08)
+    misses = {
+        "pass_at_1": calibration({**check, "pass@1": 0.05}, {"pass@1": 0.2}, None, BANDS),
+        "pass_at_64_over_pass_at_1": calibration({**check, "pass@64": 0.2}, None, None, BANDS),
+        "mean_reward": calibration({**check, "mean_reward": 0.5}, None, None, BANDS),
+        "call_pass_at_1": calibration(check, None, {"pass@1": 0.01}, BANDS),
+        "sharpen_gain_pass_at_1": calibration(check, {"pass@1": 0.13}, None, BANDS),
+    }
+    for name, block in misses.items():
+        assert not block["passes"]
+        assert [i["name"] for i in block["items"] if not i["pass"]] == [name]
+    # an item whose check was not run is left out, and pass@1 = 0 fails the ratio without dividing
+    none = calibration({**check, "pass@1": 0.0}, None, None, BANDS)
+    assert [i["name"] for i in none["items"]] == ["pass_at_1", "pass_at_64_over_pass_at_1", "mean_reward"]
+    assert none["items"][1]["value"] is None and not none["items"][1]["pass"]
+
+
+def test_calibration_bands_default_to_the_operating_point_of_the_issue():
+    from maxk.config import load_config, with_defaults
+
+    bm = with_defaults("base_model", {"calibration": {}})
+    assert bm["calibration"]["bands"] == BANDS
+    assert bm["calibration"]["sharpen_temperature"] == 0.5
+    assert with_defaults("base_model", {})["calibration"] is None
+    assert load_config()["base_model"]["calibration"]["bands"] == BANDS  # the embedded default checks it
 
 
 def test_default_config_prompts_leave_room_in_the_default_base_model():
@@ -185,8 +217,9 @@ def test_default_config_prompts_leave_room_in_the_default_base_model():
 
     cfg = load_config()
     bm, prompt_cfg = cfg["base_model"], cfg["prompt"]
-    train = [r for r in build_dataset(cfg["train"]["dataset"], cfg)[0] if r.get("reference")]
-    train = random.Random(cfg["seed"]).sample(train, min(bm["sft"]["max_examples"], len(train)))
+    train = [r for r in build_dataset(bm["sft"]["dataset"], cfg)[0] if r.get("reference")]
+    if bm["sft"]["max_examples"]:
+        train = random.Random(cfg["seed"]).sample(train, min(bm["sft"]["max_examples"], len(train)))
     tok = train_tokenizer(_tokenizer_texts(train, prompt_cfg), **bm["tokenizer"])
     positions = bm["model"]["max_position_embeddings"]
     needs = {name: cfg["generate"]["max_new_tokens"] for name in cfg["datasets"]}

@@ -18,7 +18,7 @@ def test_heldout_problems_are_outside_the_run_and_seeded():
     assert len(a) == 5 and not {r["id"] for r in a} & train
     assert a == heldout_problems(rows, train, 5, seed=3)
     assert [r["id"] for r in a] == sorted((r["id"] for r in a), key=lambda s: int(s[1:]))  # file order
-    with pytest.raises(ValueError, match="only 10 training problems"):
+    with pytest.raises(ValueError, match="only 10 problems of the held-out pool"):
         heldout_problems(rows, train, 11, seed=3)
 
 

@@ -79,14 +79,35 @@ def test_final_targets_cover_every_declared_output(name):
 
 #: Which slices each top-level section reaches (the environment record reaches all of them).
 REACHES = {
-    "seed": {"base_model", "train", "generate_shard"},
+    "seed": {"base_model", "rl_prompts", "train", "generate_shard"},
     "generate": {"generate_shard"},
-    "prompt": {"data_build", "base_model", "train", "generate_shard"},
-    "sandbox": {"base_model", "train", "score"},
+    "prompt": {"data_build", "base_model", "rl_prompts", "train", "generate_shard"},
+    "sandbox": {"base_model", "rl_prompts", "train", "score"},
     "train": {"train"},
     "base_model": {"base_model"},
     "data": {"data_build"},
 }
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reaches"),
+    [
+        ("learning_rate", 1e-3, {"train"}),
+        ("prompt_filter", {"samples": 4}, {"rl_prompts", "train"}),
+        ("temperature", 0.7, {"rl_prompts", "train"}),
+    ],
+)
+def test_the_rl_prompt_filter_reruns_only_for_the_train_keys_it_reads(key, value, reaches):
+    config = load_config(ROOT / "config" / "config.yaml")
+    run = sorted(config["runs"])[0]
+    changed = copy.deepcopy(config)
+    changed["train"][key] = value
+    moved = {
+        rule
+        for rule in ("rl_prompts", "train", "base_model")
+        if slices.config_json(config, rule, run) != slices.config_json(changed, rule, run)
+    }
+    assert moved == reaches
 
 
 @pytest.mark.parametrize("section", sorted(REACHES))

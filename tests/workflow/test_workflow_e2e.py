@@ -64,7 +64,9 @@ def clean_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_clean_run_produces_every_artefact(clean_run: Path) -> None:
     res = clean_run / "results"
     for rel in [
-        "data/suite_train.jsonl.gz", "data/suite_test.manifest.json", "models/base/config.json",
+        "data/suite_sft.jsonl.gz", "data/suite_rl.edge.jsonl.gz", "data/suite_test.manifest.json",
+        "models/base/config.json", "models/base/trained_on.json", "models/grpo_continuous/trained_on.json",
+        "contamination/contamination.csv", "contamination/contamination.md",
         "models/grpo_continuous/config.json", "models/offpolicy_bon/config.json",
         "metrics/train/offpolicy_bon.csv", "samples/grpo_continuous/suite_test.parquet",
         "scores/offpolicy_bon/suite_call.parquet", "metrics/base/suite_test.parquet",

@@ -201,6 +201,8 @@ rule analysis_claims:
     input:
         metrics=T.metrics_files(CLAIMS_PAIRS[0]),
         samples=T.samples_files(CLAIMS_PAIRS[1]),
+        train_metrics=T.instrument_curve(config),
+        base_model=P.model_inputs(config, P.BASE),
     output:
         csv=report(
             f"{RESULTS}/claims/claims.csv",
@@ -225,9 +227,15 @@ rule analysis_claims:
         cfg=lambda wc: config_json("analysis_claims"),
         seed=config["seed"],
         outdir=lambda w, output: os.path.dirname(output.csv),
+        curve=lambda w, input: (
+            f" --train-metrics {input.train_metrics}" if input.train_metrics else ""
+        ),
+        base=lambda w, input: (
+            f" --base-model {input.base_model}" if input.base_model else ""
+        ),
     shell:
         "maxk analyze claims --config-json {params.cfg:q} --seed {params.seed} "
-        "--metrics {input.metrics} --samples {input.samples} "
+        "--metrics {input.metrics} --samples {input.samples}{params.curve}{params.base} "
         "--outdir {params.outdir} > {log} 2>&1"
 
 
@@ -273,3 +281,28 @@ rule analysis_lab:
     shell:
         "maxk analyze lab --config-json {params.cfg:q} --seed {params.seed} "
         "--outdir {params.outdir} > {log} 2>&1"
+
+
+rule analysis_contamination:
+    input:
+        models=[P.model_dir(m) for m in T.trained_models(config)],
+        data=T.contamination_data(config),
+    output:
+        csv=P.contamination("csv"),
+        md=report(P.contamination("md"), category="Contamination"),
+    log:
+        f"{LOGS}/analysis/contamination.log",
+    benchmark:
+        f"{BENCH}/analysis/contamination.tsv"
+    conda:
+        "../../envs/report.yaml"
+    threads: threads_of("analysis_contamination")
+    resources:
+        **resources_of("analysis_contamination"),
+    params:
+        trained_on=lambda wc, input: [f"{m}/{P.TRAINED_ON}" for m in input.models],
+        audit=ANALYSIS["contamination"]["audit"],
+        fail="--fail-on-overlap" if ANALYSIS["contamination"]["fail_on_overlap"] else "",
+    shell:
+        "maxk analyze contamination --trained-on {params.trained_on} --data {input.data} "
+        "--audit {params.audit} --output {output.csv} --markdown {output.md} {params.fail} > {log} 2>&1"

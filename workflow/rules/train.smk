@@ -4,15 +4,28 @@
 from maxk.train.launch import launch_prefix
 
 BASE = config["base_model"]
-TRAIN_DATA = P.data(config["train"]["dataset"])
+TRAIN = config["train"]
+#: the RL prompts of every run: train.dataset, edge-filtered by rule rl_prompts when train.prompt_filter is set
+TRAIN_DATA = P.train_prompts(config)
+#: the held-out curve's own pool, when train.heldout names one
+HELDOUT_DATA = (
+    [P.data(TRAIN["heldout"]["dataset"])]
+    if (TRAIN["heldout"] or {}).get("dataset")
+    else []
+)
 
 
 if BASE["build"]:
 
+    CALL_DATA = [
+        P.data(d) for d in [(BASE["calibration"] or {}).get("call_dataset")] if d
+    ]
+
     rule base_model:
         input:
-            train=TRAIN_DATA,
+            train=P.data(BASE["sft"]["dataset"]),
             test=P.data(BASE["eval"]["dataset"]),
+            call=CALL_DATA,
         output:
             model=directory(P.model_dir(P.BASE)),
         log:
@@ -26,14 +39,43 @@ if BASE["build"]:
             **resources_of("base_model"),
         params:
             config=lambda wc: config_json("base_model"),
+            call=lambda wc, input: f" --call-data {input.call}" if input.call else "",
         shell:
             "maxk base --config-json {params.config:q} --train-data {input.train} "
-            "--test-data {input.test} --out {output.model} > {log} 2>&1"
+            "--test-data {input.test}{params.call} --out {output.model} > {log} 2>&1"
+
+
+if TRAIN["prompt_filter"]:
+
+    rule rl_prompts:
+        input:
+            data=P.data(TRAIN["dataset"]),
+            model=P.model_inputs(config, P.BASE),
+        output:
+            data=P.edge_prompts(TRAIN["dataset"]),
+            manifest=P.edge_prompts(TRAIN["dataset"], ".manifest.json"),
+        log:
+            f"{LOGS}/train/rl_prompts.log",
+        benchmark:
+            f"{BENCH}/train/rl_prompts.tsv"
+        conda:
+            "../../envs/train.yaml"
+        threads: threads_of("rl_prompts")
+        resources:
+            **resources_of("rl_prompts"),
+        params:
+            config=lambda wc: config_json("rl_prompts"),
+            model=lambda wc, input: input.model if BASE["build"] else BASE["path"],
+            revision=P.model_revision_arg(config, P.BASE),
+        shell:
+            "maxk rl-prompts --config-json {params.config:q} --model {params.model}{params.revision} "
+            "--data {input.data} --output {output.data} > {log} 2>&1"
 
 
 rule train:
     input:
         data=TRAIN_DATA,
+        heldout=HELDOUT_DATA,
         model=P.model_inputs(config, P.BASE),
     output:
         model=directory(P.model_dir("{run}")),
@@ -53,6 +95,9 @@ rule train:
         config=lambda wc: config_json("train", wc.run),
         model=lambda wc, input: input.model if BASE["build"] else BASE["path"],
         revision=P.model_revision_arg(config, P.BASE),
+        heldout=lambda wc, input: (
+            f" --heldout-data {input.heldout}" if input.heldout else ""
+        ),
         checkpoints=config["train"]["checkpoints"],
         launch=launch_prefix(
             config["train"]["launch"],
@@ -62,5 +107,5 @@ rule train:
         ),
     shell:
         "{params.launch} train --run {wildcards.run} --config-json {params.config:q} "
-        "--model {params.model}{params.revision} --data {input.data} --out {output.model} "
+        "--model {params.model}{params.revision} --data {input.data}{params.heldout} --out {output.model} "
         "--metrics {output.metrics} --checkpoints {params.checkpoints} > {log} 2>&1"

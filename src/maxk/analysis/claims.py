@@ -22,8 +22,17 @@ For each claim, over the P problems both sides share (paired):
   ``(z(1 - alpha/m) + z(power)) * sd(a - b) / sqrt(P)``. An effect smaller than this is not
   evidence against the claim: the run is too small to see it.
 
-Where ``analysis.claims.paper_dataset`` names one of the paper's datasets (paper config: ``CC``),
-the paper's published values of both sides are printed beside ours (``maxk.analysis.paper_results``).
+Where ``analysis.claims.paper_dataset`` names one of the paper's datasets (``CC``: CodeContests or
+its stand-in), the paper's published values of both sides are printed beside ours
+(``maxk.analysis.paper_results``), with the paper's effect ``paper_a - paper_b``.
+
+**The instrument check comes first** (``instrument_check``; not one of the paper's claims): RL must
+raise its own objective on problems it never saw, or no claim can fall either way. It holds when
+``grpo_continuous`` beats the base model on max@1 (the mean reward, the objective it trains) on the
+claims' dataset with a bootstrap interval above zero, and its held-out learning curve
+(``train.heldout``) ends above where it started. Where it fails, every claim's ``verdict`` is
+"instrument not working" instead of a finding. The base model's calibration block (its operating
+point, ``maxk.train.base.calibration``) is printed beside it.
 """
 
 from __future__ import annotations
@@ -47,7 +56,10 @@ __all__ = [
     "MeanOf",
     "claim_inputs",
     "evaluate_claims",
+    "heldout_curve",
+    "instrument_check",
     "render_claims_markdown",
+    "render_instrument",
 ]
 
 #: ``Claim.k`` for "the largest k of the paper's tables that the samples allow".
@@ -151,8 +163,66 @@ COLUMNS = (
     "paper_a",
     "paper_b",
     "paper_table",
+    "paper_effect",
+    "verdict",
     "note",
 )
+
+#: The run and metric of the instrument check: continuous GRPO's own objective, max@1 (= mean reward).
+INSTRUMENT_RUN, INSTRUMENT_BASE, INSTRUMENT_METRIC = "grpo_continuous", "base", "max@1"
+NOT_WORKING = "instrument not working"
+
+
+def heldout_curve(train_metrics: pd.DataFrame) -> list[tuple[int, float]]:
+    """``(step, held-out reward)`` points of a run's metrics CSV (``maxk.train.run``), in step order."""
+    if "heldout/reward" not in train_metrics:
+        return []
+    rows = train_metrics.dropna(subset=["heldout/reward"]).sort_values("step")
+    return [(int(s), float(v)) for s, v in zip(rows["step"], rows["heldout/reward"], strict=True)]
+
+
+def instrument_check(
+    cfg: Mapping,
+    metrics: Mapping[tuple[str, str], pd.DataFrame],
+    *,
+    seed: int,
+    curve: Sequence[tuple[int, float]] | None = None,
+    calibration: Mapping | None = None,
+) -> dict:
+    """Whether RL raises its own objective on unseen problems (see the module docstring).
+
+    Returns ``{"objective": {run, base, metric, dataset, a_value, b_value, effect, ci_low, ci_high,
+    n_problems, ok}, "curve": {points, first, last, ok} or None, "calibration": the base's block or
+    None, "works": bool, "reason": str}``. A missing run or metrics file makes ``works`` False with
+    the reason.
+    """
+    dataset = cfg["claims"]["dataset"]
+    out: dict = {"objective": None, "curve": None, "calibration": calibration, "works": False, "reason": ""}
+    pairs = [(INSTRUMENT_RUN, dataset), (INSTRUMENT_BASE, dataset)]
+    if any(p not in metrics for p in pairs):
+        out["reason"] = f"no metrics of {INSTRUMENT_RUN} and {INSTRUMENT_BASE} on {dataset}"
+        return out
+    series = {r: metrics[(r, d)].set_index("problem_id")[INSTRUMENT_METRIC].sort_index() for r, d in pairs}
+    values = _aligned(series, "instrument")
+    d = values[INSTRUMENT_RUN] - values[INSTRUMENT_BASE]
+    boot = cfg["bootstrap"]
+    counts = bootstrap_counts(len(d), int(boot["resamples"]), derive_seed(seed, "claims", "instrument"))
+    low, high = bootstrap_ci(d, counts, float(boot["confidence"]))
+    out["objective"] = {
+        "run": INSTRUMENT_RUN, "base": INSTRUMENT_BASE, "metric": INSTRUMENT_METRIC, "dataset": dataset,
+        "a_value": float(values[INSTRUMENT_RUN].mean()), "b_value": float(values[INSTRUMENT_BASE].mean()),
+        "effect": float(d.mean()), "ci_low": float(low), "ci_high": float(high), "n_problems": len(d),
+        "ok": bool(low > 0),
+    }  # fmt: skip
+    reasons = [] if low > 0 else [f"{INSTRUMENT_METRIC} interval [{low:.3f}, {high:.3f}] is not above zero"]
+    if curve:
+        first, last = curve[0][1], curve[-1][1]
+        out["curve"] = {"points": [list(p) for p in curve], "first": first, "last": last, "ok": last > first}
+        if last <= first:
+            reasons.append(f"held-out reward {first:.3f} -> {last:.3f} does not rise")
+    out["works"] = not reasons
+    out["reason"] = "; ".join(reasons)
+    return out
 
 
 def claim_inputs(cfg: Mapping, claims: Sequence[Claim] = CLAIMS) -> tuple[list[tuple[str, str]], list]:
@@ -225,12 +295,15 @@ def evaluate_claims(
     seed: int,
     claims: Sequence[Claim] = CLAIMS,
     paper_lookup: Callable[[str, str, str, int], tuple[str, float] | None] | None = None,
+    instrument_works: bool | None = None,
 ) -> pd.DataFrame:
     """One row per claim (``COLUMNS``). See the module docstring for every column.
 
     ``metrics[(run, dataset)]``: a per-problem metrics frame; ``entropy[(run, dataset)]``: per-problem
     entropy indexed by problem id. ``cfg``: the ``analysis`` config section. A claim whose runs are
-    not all configured is reported with a note and no test.
+    not all configured is reported with a note and no test. ``instrument_works`` (``instrument_check``):
+    False makes every tested claim's ``verdict`` "instrument not working"; otherwise the verdict is
+    "holds" or "does not hold" (None: no instrument check was made).
     """
     from scipy.stats import norm, wilcoxon
 
@@ -293,6 +366,8 @@ def evaluate_claims(
             row["paper_a"], row["paper_b"], row["paper_table"] = _paper_values(
                 claim, lambda run, _k=paper_k, _m=claim.metric: paper_lookup(run, paper_dataset, _m, _k)
             )
+            if row["paper_a"] is not None and row["paper_b"] is not None:
+                row["paper_effect"] = row["paper_a"] - row["paper_b"]
 
     tested = [r for r in rows if r["pvalue"] is not None]
     for r, p in zip(tested, holm([r["pvalue"] for r in tested]), strict=True):
@@ -305,6 +380,12 @@ def evaluate_claims(
             d = diffs[r["id"]]
             sd = float(np.std(d, ddof=1)) if len(d) > 1 else math.nan
             r["detectable_effect"] = z * sd / math.sqrt(len(d))
+        if r["effect"] is None:
+            r["verdict"] = "not tested"
+        elif instrument_works is False:
+            r["verdict"] = NOT_WORKING
+        else:
+            r["verdict"] = "holds" if r["holds"] else "does not hold"
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -325,12 +406,15 @@ def render_claims_markdown(
     alpha: float = 0.05,
     confidence: float = 0.95,
     power: float = 0.8,
+    instrument: Mapping | None = None,
 ) -> str:
-    """``claims.md``: one line per claim, then the columns' meaning."""
+    """``claims.md``: the instrument check (``instrument_check``) when given, then one line per claim,
+    then the columns' meaning."""
     paper = frame["paper_a"].notna().any()
     head = ["claim", "comparison (a > b)", "metric", "a", "b", "effect [95% CI]", "p (Holm)",
-            "detectable", "holds"] + (["paper a", "paper b"] if paper else [])  # fmt: skip
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            "detectable", "verdict"] + (["paper a", "paper b", "paper effect"] if paper else [])  # fmt: skip
+    lines = render_instrument(instrument, decimals, confidence) if instrument is not None else []
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in frame.to_dict("records"):
         metric = "entropy" if r["metric"] == "entropy" else f"{r['metric']}@{_fmt(r['k'], 0)}"
         if r["effect"] is None or (isinstance(r["effect"], float) and math.isnan(r["effect"])):
@@ -340,9 +424,9 @@ def render_claims_markdown(
             effect = f"{_fmt(r['effect'], decimals)} {ci}"
         cells = [f"`{r['id']}`", f"{r['a']} > {r['b']}", metric, _fmt(r["a_value"], decimals),
                  _fmt(r["b_value"], decimals), effect, _fmt(r["pvalue_holm"], decimals),
-                 _fmt(r["detectable_effect"], decimals), _fmt(r["holds"], 0)]  # fmt: skip
+                 _fmt(r["detectable_effect"], decimals), r["verdict"] or _fmt(r["holds"], 0)]  # fmt: skip
         if paper:
-            cells += [_fmt(r["paper_a"], decimals), _fmt(r["paper_b"], decimals)]
+            cells += [_fmt(r[c], decimals) for c in ("paper_a", "paper_b", "paper_effect")]
         lines.append("| " + " | ".join(cells) + " |")
     datasets = ", ".join(sorted(set(frame["dataset"])))
     n = ", ".join(str(int(v)) for v in sorted(set(frame["n_problems"].dropna())))
@@ -352,6 +436,46 @@ def render_claims_markdown(
         f"{confidence:.0%} bootstrap interval; p = one-sided Wilcoxon signed-rank test of a > b, "
         f"Holm-adjusted across the claims; holds = effect > 0 and adjusted p < {alpha}. detectable = the "
         f"smallest true effect this test finds with {power:.0%} power at this size (normal "
-        "approximation): a claim whose effect is below it is untested rather than refuted.",
-    ]
+        "approximation): a claim whose effect is below it is untested rather than refuted."
+        + (" paper effect = the paper's a - b on the same metric (its tables), to set beside ours and "
+           "beside what this run can detect." if paper else ""),
+    ]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def render_instrument(instrument: Mapping, decimals: int = 3, confidence: float = 0.95) -> list[str]:
+    """The instrument check's section of ``claims.md`` (lines), with the base's calibration block."""
+    works = instrument["works"]
+    lines = [
+        "## Instrument check (not a claim of the paper)",
+        "",
+        f"**{'The instrument works' if works else 'INSTRUMENT NOT WORKING'}**: RL "
+        + ("raises its own objective on problems it never saw." if works
+           else f"does not raise its own objective on unseen problems ({instrument['reason']}); every "
+                "claim below reads \"instrument not working\" instead of a finding."),
+        "",
+    ]  # fmt: skip
+    obj = instrument.get("objective")
+    if obj:
+        ci = f"[{_fmt(obj['ci_low'], decimals)}, {_fmt(obj['ci_high'], decimals)}]"
+        lines.append(
+            f"- {obj['metric']} (the mean reward: the objective GRPO trains) on {obj['dataset']}: "
+            f"{obj['run']} {_fmt(obj['a_value'], decimals)} vs "
+            f"{obj['base']} {_fmt(obj['b_value'], decimals)}, "
+            f"effect {_fmt(obj['effect'], decimals)} {ci} ({confidence:.0%} paired bootstrap over "
+            f"{obj['n_problems']} problems): {'above zero' if obj['ok'] else 'NOT above zero'}"
+        )
+    curve = instrument.get("curve")
+    if curve:
+        pts = ", ".join(f"{int(s)}: {_fmt(v, decimals)}" for s, v in curve["points"])
+        lines.append(f"- held-out reward of {INSTRUMENT_RUN} by step ({pts}): "
+                     f"{'rises' if curve['ok'] else 'DOES NOT RISE'}")  # fmt: skip
+    cal = instrument.get("calibration")
+    if cal:
+        items = "; ".join(
+            f"{i['name']} {_fmt(i['value'], decimals)} (band {i['band']}) {'ok' if i['pass'] else 'MISSED'}"
+            for i in cal["items"]
+        )
+        state = "every item in its band" if cal["passes"] else "MISSES ITS OPERATING POINT"
+        lines.append(f"- base model calibration: {state}: {items}")
+    return [*lines, "", "## The paper's claims", ""]

@@ -75,6 +75,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = s.add_parser("claims", help="test each of the paper's claims on this run (claims.csv, claims.md)")
     common(q)
     inputs(q, metrics=True, samples=True)
+    q.add_argument(
+        "--train-metrics",
+        default=None,
+        metavar="CSV",
+        help="grpo_continuous's training curves (results/metrics/train/grpo_continuous.csv): the held-out "
+        "curve of the instrument check",
+    )
+    q.add_argument(
+        "--base-model",
+        default=None,
+        metavar="DIR",
+        help="the built base model's directory: its manifest.json's calibration block is reported",
+    )
     q.add_argument("--outdir", required=True, help="directory for claims.csv and claims.md")
     q.set_defaults(handler=_claims)
 
@@ -82,6 +95,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     common(q)
     q.add_argument("--outdir", required=True, help="directory for the lab's CSVs and figures")
     q.set_defaults(handler=_lab)
+
+    q = s.add_parser(
+        "contamination",
+        help="audit each model's training problems against the evaluation sets (no --config-json)",
+        description="Overlap of every model's training problems (trained_on.json) with each audited "
+        "dataset, by id, normalised statement and normalised reference (maxk.analysis.contamination).",
+    )
+    q.add_argument(
+        "--trained-on",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        help="each model's models/{model}/trained_on.json, one per model (model = its directory's name)",
+    )
+    q.add_argument(
+        "--data",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        help="dataset files {name}.jsonl.gz/.jsonl/.parquet: every dataset trained on or audited",
+    )
+    q.add_argument("--audit", nargs="+", required=True, metavar="DATASET", help="dataset names to audit")
+    q.add_argument("--output", required=True, help="CSV to write (one row per model and audited set)")
+    q.add_argument("--markdown", required=True, help="Markdown report to write (table and verdict)")
+    q.add_argument(
+        "--fail-on-overlap",
+        action="store_true",
+        help="after writing both outputs, exit 1 if any model overlaps any audited set",
+    )
+    q.set_defaults(handler=_contamination)
 
 
 def _cfg(args: argparse.Namespace) -> dict:
@@ -331,7 +374,13 @@ def _figure(args: argparse.Namespace) -> int:
 
 
 def _claims(args: argparse.Namespace) -> int:
-    from maxk.analysis.claims import claim_inputs, evaluate_claims, render_claims_markdown
+    from maxk.analysis.claims import (
+        claim_inputs,
+        evaluate_claims,
+        heldout_curve,
+        instrument_check,
+        render_claims_markdown,
+    )
     from maxk.analysis.figures import entropy_per_problem
     from maxk.analysis.paper_results import paper_lookup
     from maxk.cli import UserError
@@ -345,8 +394,21 @@ def _claims(args: argparse.Namespace) -> int:
     metrics = _load_frames(args.metrics, metric_pairs)
     samples = _load_entropy_samples(args.samples, sample_pairs)
     kind, entropy = entropy_per_problem(samples) if samples else ("none", {})
+    import pandas as pd
+
+    curve = heldout_curve(pd.read_csv(args.train_metrics)) if args.train_metrics else None
+    manifest = Path(args.base_model or "", "manifest.json")
+    calibration = json.loads(manifest.read_text()).get("calibration") if args.base_model else None
     try:
-        frame = evaluate_claims(cfg, metrics, entropy, seed=args.seed, paper_lookup=paper_lookup)
+        instrument = instrument_check(cfg, metrics, seed=args.seed, curve=curve, calibration=calibration)
+        frame = evaluate_claims(
+            cfg,
+            metrics,
+            entropy,
+            seed=args.seed,
+            paper_lookup=paper_lookup,
+            instrument_works=instrument["works"],
+        )
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     outdir = Path(args.outdir)
@@ -361,12 +423,16 @@ def _claims(args: argparse.Namespace) -> int:
                 alpha=float(sig["alpha"]),
                 confidence=float(boot["confidence"]),
                 power=float(cfg["claims"]["power"]),
+                instrument=instrument,
             )
         )
-    write_provenance(outdir / "claims.csv", config=cfg, seeds={"seed": args.seed}, entropy_kind=kind)
+    write_provenance(
+        outdir / "claims.csv", config=cfg, seeds={"seed": args.seed}, entropy_kind=kind, instrument=instrument
+    )
     held = int(frame["holds"].sum())
-    print(f"{outdir}/claims.{{csv,md}}: {held} of {len(frame)} claims hold")
-    print(frame[["id", "effect", "ci_low", "ci_high", "pvalue_holm", "holds"]].to_string(index=False))
+    works = "works" if instrument["works"] else f"NOT WORKING ({instrument['reason']})"
+    print(f"{outdir}/claims.{{csv,md}}: instrument {works}; {held} of {len(frame)} claims hold")
+    print(frame[["id", "effect", "ci_low", "ci_high", "pvalue_holm", "verdict"]].to_string(index=False))
     return 0
 
 
@@ -385,4 +451,78 @@ def _lab(args: argparse.Namespace) -> int:
     plot_lab(on, off, str(outdir) + "/", plot_k=int(lab["plot_k"]), plot_n=int(lab["plot_n"]))
     write_provenance(outdir / "onpolicy.csv", config=lab, seeds={"seed": args.seed})
     print(f"{outdir}: onpolicy.csv ({len(on)} rows), offpolicy.csv ({len(off)} rows), figures")
+    return 0
+
+
+def _contamination(args: argparse.Namespace) -> int:
+    import csv
+
+    from maxk.analysis.contamination import (
+        COLUMNS,
+        ContaminationError,
+        audit,
+        check_datasets,
+        data_files,
+        load_trained_on,
+        model_name,
+        offenders,
+        problem_keys,
+        render_markdown,
+        training_keys,
+        verdict,
+    )
+    from maxk.cli import UserError
+    from maxk.data.build import read_problems
+    from maxk.data.source import DataError, sha256_file
+    from maxk.io import atomic_open
+    from maxk.provenance import write_provenance
+
+    try:
+        files = data_files(args.data)
+        pairs: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+        for f in args.trained_on:
+            model = model_name(f)
+            if model in pairs:
+                raise UserError(f"two trained_on files for model {model!r}: {pairs[model][0]} and {f}")
+            pairs[model] = (f, load_trained_on(f))
+            check_datasets(pairs[model][1], files, f)
+        missing = [a for a in args.audit if a not in files]
+        if missing:
+            raise UserError(
+                f"--audit {', '.join(missing)}: no --data file for it (--data: {', '.join(sorted(files))})"
+            )
+        if len(set(args.audit)) != len(args.audit):
+            raise UserError(f"--audit names a dataset twice: {args.audit}")
+        needed = sorted({d for _, ps in pairs.values() for d, _ in ps} | set(args.audit))
+        for name in needed:
+            if not files[name].exists():
+                raise UserError(f"{files[name]}: data file not found")
+        keys = {name: problem_keys(name, read_problems(files[name])) for name in needed}
+        trained = {m: training_keys(ps, keys, f) for m, (f, ps) in pairs.items()}
+        rows = audit(trained, {a: list(keys[a].values()) for a in args.audit})
+    except (ContaminationError, DataError) as exc:
+        raise UserError(str(exc)) from exc
+    with atomic_open(args.output, newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(COLUMNS), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(r.as_dict() for r in rows)
+    with atomic_open(args.markdown) as fh:
+        fh.write(render_markdown(rows))
+    bad = offenders(rows)
+    write_provenance(
+        args.output,
+        config={"audit": list(args.audit), "fail_on_overlap": bool(args.fail_on_overlap)},
+        seeds=None,
+        trained_on={m: {"path": f, "sha256": sha256_file(f)} for m, (f, _) in sorted(pairs.items())},
+        data={n: {"path": str(files[n]), "sha256": sha256_file(files[n])} for n in needed},
+        markdown=str(args.markdown),
+        offenders=[list(b) for b in bad],
+    )
+    print(f"{args.output}, {args.markdown}: {len(pairs)} models x {len(args.audit)} audited sets")
+    print(verdict(rows))
+    if args.fail_on_overlap and bad:
+        raise UserError(
+            "training overlaps audited sets (--fail-on-overlap): "
+            + ", ".join(f"{m} on {a}: {n}" for m, a, n in bad)
+        )
     return 0

@@ -6,10 +6,10 @@
   ``reference``), ``load("suite", family="stdio"|"call"|"mixed:0.2", n=..., seed=...)``,
   ``load("codecontests", path=...)``, ``load("livecodebench", ...)``, ... (see ``maxk.data.hub``).
   Raw sources are validated but not filtered (records may have zero cases).
-- a dataset name of the config (``suite_train``, ``suite_test``, ``suite_call``, ``humaneval``, or the
-  paper config's ``codecontests_train`` ...): built in memory exactly as ``maxk data build`` writes it
-  (filters, split, test cap). ``config=`` (a dict or a YAML path) picks the config; default is the
-  repository's ``config/config.yaml``.
+- a dataset name of the config (``suite_sft``, ``suite_rl``, ``suite_test``, ``suite_call``,
+  ``humaneval``, or the paper config's ``codecontests_train`` ...): built in memory exactly as
+  ``maxk data build`` writes it (filters, split, test cap). ``config=`` (a dict or a YAML path)
+  picks the config; default is the repository's ``config/config.yaml``.
 - ``path=`` reads an already built file instead (``results/data/{name}.jsonl.gz``).
 
 A name that is both (``humaneval``) resolves to the source unless ``config=`` is given.

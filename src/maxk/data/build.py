@@ -3,7 +3,7 @@
 Config layout (see config/README.md, sections ``datasets`` and ``data``)::
 
     datasets:                       # every named output: results/data/{name}.jsonl.gz
-      suite_train: {pool: suite, part: train}
+      suite_sft: {pool: suite, part: sft}
       suite_call:  {pool: suite, part: test, formats: [call]}
     data:
       tokenizer: null               # hub id / path for prompt-length filtering, null = UTF-8 byte proxy
@@ -19,7 +19,7 @@ Config layout (see config/README.md, sections ``datasets`` and ``data``)::
 
 The steps, each counted in the manifest with the reasons for every drop: load -> ``no_tests`` ->
 ``max_difficulty`` -> ``max_prompt_tokens`` -> split -> part -> ``formats`` -> ``limit``. The pool is
-rebuilt for each dataset that uses it (cheap, deterministic), so ``suite_train`` and ``suite_test`` are
+rebuilt for each dataset that uses it (cheap, deterministic), so ``suite_sft`` and ``suite_test`` are
 disjoint by construction.
 """
 
@@ -59,7 +59,7 @@ def _src_humaneval(path: str | None = None, limit: int | None = None) -> SourceR
 
 
 def _src_suite(**options: Any) -> SourceResult:
-    from maxk.data.suite import generate_suite
+    from maxk.data.suite import SUITE_REVISION, generate_suite
 
     opts = dict(options)
     records = generate_suite(
@@ -72,7 +72,7 @@ def _src_suite(**options: Any) -> SourceResult:
     if opts:
         raise DataError(f"source 'suite': unknown option(s) {sorted(opts)}")
     return SourceResult(
-        records, [{"generator": "maxk.data.suite", "revision": "suite-v1", "options": options}]
+        records, [{"generator": "maxk.data.suite", "revision": SUITE_REVISION, "options": options}]
     )
 
 

@@ -11,10 +11,18 @@ function) on a CPU, for a tiny model trained from scratch in minutes. Design cho
   combination, a branch (plus the operations inside it), a YES/NO verdict, a loop over test cases.
 - **Varied statements**: several phrasings per operation, intro, output sentence and layout (prose,
   "First ..., then ...", numbered steps), so the model cannot rely on one template.
-- **Partial credit**: test inputs are chosen to cover every path (each branch, both verdicts, empty
-  list, zero, negatives, ties) round-robin, so a program right on one branch only earns a fraction.
-  The first test is the example printed in the statement. Degenerate problems (all expected outputs
-  equal, a path never taken) are rejected.
+- **Partial credit**: ``num_tests`` scored tests per problem, chosen to cover every path (each branch,
+  both verdicts, empty list, zero, negatives, ties) first and then round-robin, so a program right on
+  one branch only earns a fraction. A multi-test-case stdio test holds 1-3 values.
+- **Not gameable by echoing the example**: the example printed in the statement is never a scored
+  test. It is one more input, whose output is the rarest among the candidates; the tests prefer
+  outputs not used yet and repeat the example's output only when a path leaves no other choice, so a
+  program printing (returning) the example's output earns next to nothing. A YES/NO verdict problem
+  has as many YES as NO tests, so a constant answer (the echoed example included) earns half of a
+  stdio problem (less with multi-case tests); a call verdict test asserts one True and one False
+  input together, so a constant earns nothing. Degenerate problems (fewer than 3 distinct outputs
+  without a verdict, verdicts that cannot be balanced, a branch that never matters, too few inputs)
+  are rejected.
 - **Deterministic**: ``random.Random`` seeded from a string (stable across processes and
   ``PYTHONHASHSEED``); no set iteration; duplicate programs (same reference) are rejected, so a split of
   one pool never puts the same task in train and test.
@@ -26,9 +34,17 @@ of the rendered reference code; the tests check that the reference reproduces th
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+#: Revision of the generator's output (the dataset manifests record it): bump on any change that
+#: alters the problems generated for the same arguments.
+#: suite-v1: the example was the first test. suite-v2: the example is not scored; rare example
+#: outputs, tests prefer unused outputs; balanced verdicts, call verdict tests in (True, False)
+#: pairs; multi-case stdio problems have num_tests cases.
+SUITE_REVISION = "suite-v2"
 
 DEFAULT_LEVEL_WEIGHTS = {1: 0.05, 2: 0.2, 3: 0.3, 4: 0.25, 5: 0.2}
 CALL_NAMES = ("solve", "compute", "transform", "process", "calc", "apply_steps", "result_of", "evaluate")
@@ -494,7 +510,7 @@ def _candidate_args(rng: random.Random, spec: Spec, n: int) -> list[Any]:
 
 
 def _informative(arg: Any, res: Any) -> int:
-    """How useful a test is as the statement's example: a non-trivial input and result."""
+    """How useful an input is as the statement's example: a non-trivial input and result."""
     score = 0
     if isinstance(res, bool) or res not in (0, []):
         score += 2
@@ -505,12 +521,22 @@ def _informative(arg: Any, res: Any) -> int:
     return score
 
 
-def _make_tests(rng: random.Random, spec: Spec, num_tests: int) -> list[tuple[Any, Any]] | None:
-    """Pick ``num_tests`` (input, result) pairs covering every path round-robin, or None if degenerate."""
+def _make_tests(
+    rng: random.Random, spec: Spec, num_tests: int
+) -> tuple[tuple[Any, Any], list[tuple[Any, Any]]] | None:
+    """The statement's example and ``num_tests`` scored (input, result) pairs, or None if degenerate.
+
+    The example is never scored: a non-trivial input whose result is the rarest among the candidates,
+    taken from a path that keeps another candidate for the tests. The tests cover every path first,
+    then fill round-robin; within a path they take a result not picked yet where they can, and the
+    example's result only as a last resort. For a verdict they balance True and False (counts equal,
+    up to one for an odd ``num_tests``, or the problem is rejected): a constant answer, the echoed
+    example included, earns half.
+    """
     groups: dict[tuple, list[tuple[Any, Any]]] = {}
     order: list[tuple] = []
     seen: set[str] = set()
-    for arg in _candidate_args(rng, spec, 30):
+    for arg in _candidate_args(rng, spec, max(30, 4 * num_tests)):
         key = repr(arg)
         if key in seen:
             continue
@@ -527,44 +553,93 @@ def _make_tests(rng: random.Random, spec: Spec, num_tests: int) -> list[tuple[An
         groups[path].append((arg, res))
     for g in groups.values():
         rng.shuffle(g)
-    picked: list[tuple[Any, Any]] = []
-    while len(picked) < num_tests and any(groups.values()):
-        for p in order:
-            if groups[p] and len(picked) < num_tests:
-                picked.append(groups[p].pop())
-    if len(picked) < num_tests:
+    freq = Counter(repr(r) for g in groups.values() for _, r in g)
+    example: tuple[Any, Any] | None = None
+    best: tuple[int, ...] = ()
+    ex_path: tuple = ()
+    for p in order:
+        if len(groups[p]) < 2:  # the path's only input: it must be a test
+            continue
+        for a, r in groups[p]:
+            info = _informative(a, r)
+            key = (info < 2, freq[repr(r)], -info)
+            if example is None or key < best:
+                example, best, ex_path = (a, r), key, p
+    if example is None:
         return None
-    best = max(range(len(picked)), key=lambda i: (_informative(*picked[i]), -i))
-    picked.insert(0, picked.pop(best))
+    groups[ex_path].remove(example)
+    ex_out = repr(example[1])
+    used: Counter[str] = Counter()  # results picked so far: a test repeats the example's result last
+    rank = {p: i for i, p in enumerate(order)}
+    count = dict.fromkeys(order, 0)
+    verdicts: Counter[bool] = Counter()  # verdict problems: tests per expected verdict
+    picked: list[tuple[Any, Any]] = []
+    while len(picked) < num_tests:
+        live = [p for p in order if groups[p]]
+        if not live:
+            return None
+        want = None
+        if spec.verdict and verdicts[True] != verdicts[False]:
+            want = verdicts[True] < verdicts[False]
+        # every path once first, then the verdict picked less often, then round-robin
+        p = min(live, key=lambda q: (count[q] > 0, want is not None and q[-1] != want, count[q], rank[q]))
+        count[p] += 1
+        g = groups[p]
+        arg, res = g.pop(min(range(len(g)), key=lambda i: (repr(g[i][1]) == ex_out, used[repr(g[i][1])], -i)))
+        used[repr(res)] += 1
+        if spec.verdict:
+            verdicts[res] += 1
+        picked.append((arg, res))
     results = [repr(r) for _, r in picked]
     if len(set(results)) < min(3, num_tests) and not spec.verdict:
         return None
-    if spec.verdict and len(set(results)) < 2:
+    if spec.verdict and abs(verdicts[True] - verdicts[False]) > num_tests % 2:
         return None
     if spec.branch:
         # both "always then" and "always else" must be wrong on some test: each branch matters
         for force in (True, False):
             if all(_run(spec, a, force)[0] == r for a, r in picked):
                 return None
-    return picked
+    return example, picked
+
+
+def _call_args(spec: Spec, arg: Any) -> str:
+    return f"{arg[0]}, {arg[1]}" if spec.shape == "pair" else repr(arg)
 
 
 def _call_case(entry_point: str, spec: Spec, arg: Any, res: Any) -> str:
-    args = f"{arg[0]}, {arg[1]}" if spec.shape == "pair" else repr(arg)
-    return f"assert {entry_point}({args}) == {res!r}"
+    return f"assert {entry_point}({_call_args(spec, arg)}) == {res!r}"
 
 
-def _multi_cases(rng: random.Random, picked: list[tuple[Any, Any]], spec: Spec) -> list[dict[str, str]]:
-    """Group single-x tests into multi-test-case inputs of 1-3 values each."""
+def _call_pair_cases(
+    rng: random.Random, entry_point: str, spec: Spec, picked: list[tuple[Any, Any]]
+) -> list[str]:
+    """Verdict call tests: each case asserts one True and one False input, so no constant passes."""
+    yes = [a for a, r in picked if r]
+    no = [a for a, r in picked if not r]
+    rng.shuffle(yes)
+    rng.shuffle(no)
+    cases = []
+    for y, n in zip(yes, no, strict=True):
+        (a, ra), (b, rb) = ((y, True), (n, False)) if rng.random() < 0.5 else ((n, False), (y, True))
+        f = entry_point
+        cases.append(f"assert ({f}({_call_args(spec, a)}), {f}({_call_args(spec, b)})) == ({ra}, {rb})")
+    return cases
+
+
+def _multi_input(values: list[Any]) -> str:
+    return f"{len(values)}\n" + "".join(f"{a}\n" for a in values)
+
+
+def _multi_cases(picked: list[tuple[Any, Any]], spec: Spec, sizes: list[int]) -> list[dict[str, str]]:
+    """Group single-x tests into multi-test-case inputs of ``sizes`` values each."""
     cases = []
     i = 0
-    while i < len(picked):
-        size = 1 if i == 0 else rng.randint(1, 3)
+    for size in sizes:
         chunk = picked[i : i + size]
         i += size
-        inp = f"{len(chunk)}\n" + "".join(f"{a}\n" for a, _ in chunk)
         out = "".join(_fmt_stdout(spec, r) for _, r in chunk)
-        cases.append({"input": inp, "output": out})
+        cases.append({"input": _multi_input([a for a, _ in chunk]), "output": out})
     return cases
 
 
@@ -575,28 +650,31 @@ def make_problem(
     spec = _sample_spec(rng, family, level)
     if spec is None or spec.level() != level:
         return None
-    picked = _make_tests(rng, spec, num_tests)
-    if picked is None:
+    # a multi-case stdio test holds 1-3 values; a verdict call test asserts a True and a False input
+    sizes = [rng.randint(1, 3) for _ in range(num_tests)] if spec.multi else []
+    paired = family == "call" and spec.verdict is not None
+    made = _make_tests(rng, spec, sum(sizes) if spec.multi else 2 * num_tests if paired else num_tests)
+    if made is None:
         return None
+    (ex_arg, ex_res), picked = made
     entry = rng.choice(CALL_NAMES) if family == "call" else "solve"
     reference = render_reference(spec, entry)
     if family == "call":
-        ex_arg, ex_res = picked[0]
-        args = f"{ex_arg[0]}, {ex_arg[1]}" if spec.shape == "pair" else repr(ex_arg)
-        example = (f"{entry}({args})", repr(ex_res))
-        tests: dict[str, Any] = {
-            "format": "call",
-            "entry_point": entry,
-            "setup": "",
-            "cases": [_call_case(entry, spec, a, r) for a, r in picked],
-        }
+        example = (f"{entry}({_call_args(spec, ex_arg)})", repr(ex_res))
+        cases = (
+            _call_pair_cases(rng, entry, spec, picked)
+            if paired
+            else [_call_case(entry, spec, a, r) for a, r in picked]
+        )
+        tests: dict[str, Any] = {"format": "call", "entry_point": entry, "setup": "", "cases": cases}
     else:
         if spec.multi:
-            cases = _multi_cases(rng, picked, spec)
+            stdio_cases = _multi_cases(picked, spec, sizes)
+            example = (_multi_input([ex_arg]), _fmt_stdout(spec, ex_res))
         else:
-            cases = [{"input": _fmt_stdin(spec, a), "output": _fmt_stdout(spec, r)} for a, r in picked]
-        example = (cases[0]["input"], cases[0]["output"])
-        tests = {"format": "stdio", "cases": cases}
+            stdio_cases = [{"input": _fmt_stdin(spec, a), "output": _fmt_stdout(spec, r)} for a, r in picked]
+            example = (_fmt_stdin(spec, ex_arg), _fmt_stdout(spec, ex_res))
+        tests = {"format": "stdio", "cases": stdio_cases}
     prompt = render_statement(rng, spec, example, entry)
     return {
         "id": f"suite/{family}-{index:05d}",
@@ -606,7 +684,12 @@ def make_problem(
         "tests": tests,
         "reference": reference,
         "time_limit": None,
-        "meta": {"family": family, "shape": spec.shape, "num_branches": int(bool(spec.branch))},
+        "meta": {
+            "family": family,
+            "shape": spec.shape,
+            "num_branches": int(bool(spec.branch)),
+            "verdict": spec.verdict is not None,
+        },
     }
 
 

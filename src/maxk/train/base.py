@@ -2,15 +2,18 @@
 
 Steps (all sizes in ``config['base_model']``):
 
-1. a byte-level BPE tokenizer trained with ``tokenizers`` on the train split's statements and reference
+1. a byte-level BPE tokenizer trained with ``tokenizers`` on the SFT examples' statements and reference
    solutions, with a ChatML chat template (``maxk.train.tiny``);
 2. a small random ``Qwen2ForCausalLM``;
 3. supervised fine-tuning with TRL's ``SFTTrainer`` on (prompt = ``build_prompt(problem, tokenizer)``,
-   completion = the reference in a ```python fence), loss on the completion only;
-4. a competence check on the test split: ``samples`` completions per problem at temperature 1, scored in
-   the sandbox with the same ``build_prompt``/``extract_program`` as generation; pass@k for k = 1, 2, 4, ...,
-   n, the mean reward and a few completions go into ``manifest.json`` and the log (aim: 0.05 <= pass@1 <=
-   0.5 and pass@256 >= 2 pass@1, so RL has something to trade between exploitation and exploration).
+   completion = the reference in a ```python fence), loss on the completion only; every example is
+   listed in ``trained_on.json`` (the contamination audit reads it);
+4. a competence check on the test split: ``samples`` completions per problem at temperature 1
+   (``maxk.train.sampling``: maxk's decode loop, the pipeline's prompt and extractor), scored in the
+   sandbox; pass@k for k = 1, 2, 4, ..., n, the mean reward and a few completions go into
+   ``manifest.json`` and the log;
+5. with ``base_model.calibration``, the operating-point check (``calibration``): the same problems at a
+   lower temperature and the call-format set, each item of the block pass/fail against its band.
 
 The directory is an ordinary HF model directory (``AutoModelForCausalLM``/``AutoTokenizer``), published
 whole (built beside the target, then renamed).
@@ -46,76 +49,6 @@ def _tokenizer_texts(problems: list[dict[str, Any]], prompt_cfg: dict[str, Any] 
     return texts
 
 
-def sample_and_score(
-    model: Any,
-    tokenizer: Any,
-    problems: list[dict[str, Any]],
-    *,
-    samples: int,
-    max_new_tokens: int,
-    batch_size: int,
-    scorer: Any,
-    prompt_cfg: dict[str, Any] | None,
-    seed: int,
-    keep_examples: int = 0,
-) -> dict[str, Any]:
-    """Sample ``samples`` completions per problem at temperature 1 (top-p 1, no top-k) and score them.
-
-    The prompt and program come from the same ``build_prompt`` / ``extract_program`` as generation and
-    training use. Returns ``{"rewards": [problems, samples] fraction of tests passed, "passed": same shape,
-    1.0 when every test passes, "examples": the first ``keep_examples`` completions of each problem with
-    their rewards, "generate_s"/"score_s": time spent in each}`` (examples go into the log so a failing
-    check can be read, not just counted).
-    """
-    import torch
-
-    from maxk.data.prompts import build_prompt
-    from maxk.generate.extract import extract_program
-
-    torch.manual_seed(seed)
-    model.eval()
-    rewards: list[list[float]] = []
-    passed: list[list[float]] = []
-    examples: list[dict[str, Any]] = []
-    gen_s = score_s = 0.0
-    for problem in problems:
-        t0 = time.perf_counter()
-        prompt = build_prompt(problem, tokenizer, config=prompt_cfg)
-        enc = tokenizer(prompt, return_tensors="pt")
-        texts: list[str] = []
-        while len(texts) < samples:
-            m = min(batch_size, samples - len(texts))
-            with torch.no_grad():
-                out = model.generate(
-                    **enc,
-                    do_sample=True,
-                    temperature=1.0,
-                    top_p=1.0,
-                    top_k=0,
-                    max_new_tokens=max_new_tokens,
-                    num_return_sequences=m,
-                    pad_token_id=tokenizer.pad_token_id,
-                    eos_token_id=tokenizer.eos_token_id,
-                )
-            texts += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-        t1 = time.perf_counter()
-        scores = scorer.score([(problem, extract_program(t, problem)) for t in texts])
-        gen_s, score_s = gen_s + t1 - t0, score_s + time.perf_counter() - t1
-        rewards.append([float(s.reward) for s in scores])
-        passed.append([float(s.total > 0 and s.passed == s.total) for s in scores])
-        examples.extend(
-            {"problem_id": problem["id"], "reward": rewards[-1][i], "completion": texts[i]}
-            for i in range(min(keep_examples, len(texts)))
-        )
-    return {
-        "rewards": rewards,
-        "passed": passed,
-        "examples": examples,
-        "generate_s": gen_s,
-        "score_s": score_s,
-    }
-
-
 def competence(rewards: list[list[float]], passed: list[list[float]]) -> dict[str, Any]:
     """Summary of a ``[problems, n]`` check: pass@k (unbiased, Chen et al.) for k = 1, 2, 4, ..., n, the
     mean reward (fraction of tests passed) and ``pass@n / pass@1``. Every number is computed from the ``n``
@@ -136,10 +69,69 @@ def competence(rewards: list[list[float]], passed: list[list[float]]) -> dict[st
     return out
 
 
-def build_base_model(
-    config: dict[str, Any], *, train_data: str, test_data: str, out: str, scorer: Any = None
+def _report_calibration(block: dict[str, Any]) -> None:
+    """Print every calibration item; a loud warning (the run goes on) when one misses its band."""
+    import sys
+
+    for item in block["items"]:
+        print(f"calibration {item['name']}: {item['value']} band {item['band']} "
+              f"{'ok' if item['pass'] else 'MISSED'}", flush=True)  # fmt: skip
+    if not block["passes"]:
+        missed = ", ".join(i["name"] for i in block["items"] if not i["pass"])
+        bar = "!" * 78
+        msg = f"the base model misses its operating point ({missed}); the run goes on, and the claims say so"
+        print(f"{bar}\nWARNING (maxk base): {msg}\n{bar}", file=sys.stderr, flush=True)
+
+
+def calibration(
+    check: dict[str, Any],
+    sharpened: dict[str, Any] | None,
+    call: dict[str, Any] | None,
+    bands: dict[str, Any],
 ) -> dict[str, Any]:
-    """Build, fine-tune, check and publish the base model; returns the manifest written beside it."""
+    """The operating-point check of the base model: one item per band of ``base_model.calibration``.
+
+    ``check``: ``competence()`` of the main check (evaluation set, temperature 1, n samples);
+    ``sharpened``: of the same problems at the lower temperature; ``call``: of the call-format set.
+    Items: ``pass_at_1`` and ``mean_reward`` inside their ``[low, high]`` bands, ``pass@n >=
+    large_k_ratio * pass@1`` (there is something for large k to lose), ``call_pass_at_1 >=`` its
+    minimum, and ``pass@1`` at the lower temperature above temperature 1 by ``sharpen_gain`` (there
+    is something to sharpen). Returns ``{"items": [{name, value, band, pass}], "passes": all pass}``;
+    an item whose check was not run is left out.
+    """
+    n = check["samples"]
+    p1, pn = check["pass@1"], check[f"pass@{n}"]
+    items = [
+        ("pass_at_1", p1, bands["pass_at_1"], bands["pass_at_1"][0] <= p1 <= bands["pass_at_1"][1]),
+        (f"pass_at_{n}_over_pass_at_1", round(pn / p1, 3) if p1 else None, [bands["large_k_ratio"], None],
+         p1 > 0 and pn >= bands["large_k_ratio"] * p1),
+        ("mean_reward", check["mean_reward"], bands["mean_reward"],
+         bands["mean_reward"][0] <= check["mean_reward"] <= bands["mean_reward"][1]),
+    ]  # fmt: skip
+    if call is not None:
+        v = call["pass@1"]
+        items.append(("call_pass_at_1", v, [bands["call_pass_at_1"], None], v >= bands["call_pass_at_1"]))
+    if sharpened is not None:
+        gain, low = round(sharpened["pass@1"] - p1, 4), bands["sharpen_gain"]
+        items.append(("sharpen_gain_pass_at_1", gain, [low, None], gain >= low))
+    rows = [{"name": k, "value": v, "band": b, "pass": bool(ok)} for k, v, b, ok in items]
+    return {"items": rows, "passes": all(r["pass"] for r in rows)}
+
+
+def build_base_model(
+    config: dict[str, Any],
+    *,
+    train_data: str,
+    test_data: str,
+    out: str,
+    call_data: str | None = None,
+    scorer: Any = None,
+) -> dict[str, Any]:
+    """Build, fine-tune, check and publish the base model; returns the manifest written beside it.
+
+    ``train_data``: the SFT examples (every one is listed in ``trained_on.json``); ``test_data``: the
+    competence check's problems; ``call_data``: the call-format set of the calibration block (None:
+    that item is left out)."""
     import random
 
     import torch
@@ -149,6 +141,8 @@ def build_base_model(
     from maxk.config import job_config
     from maxk.data.prompts import build_prompt
     from maxk.provenance import write_provenance
+    from maxk.train.run import write_trained_on
+    from maxk.train.sampling import sample_scored
     from maxk.train.tiny import init_model, save, train_tokenizer
 
     config = job_config(config, ("base_model",))  # every key left out at its default
@@ -217,20 +211,28 @@ def build_base_model(
             from maxk.sandbox import Scorer
 
             scorer = stack.enter_context(Scorer(**config["sandbox"]))
-        check = sample_and_score(
-            model,
-            tok,
-            test,
-            samples=ev["samples"],
-            max_new_tokens=ev["max_new_tokens"],
-            batch_size=ev["batch_size"],
-            scorer=scorer,
-            prompt_cfg=prompt_cfg,
-            seed=seed,
-            keep_examples=ev["log_examples"],
-        )
+        draw = {
+            "scorer": scorer,
+            "max_new_tokens": ev["max_new_tokens"],
+            "seed": seed,
+            "prompt_cfg": prompt_cfg,
+            "max_rows": ev["batch_size"],
+        }
+        t1 = time.perf_counter()
+        check = sample_scored(model, tok, test, samples=ev["samples"], tag="base-eval", **draw)
+        timings["eval_main_s"] = time.perf_counter() - t1
+        cal = bm["calibration"]
+        sharpened = call = None
+        if cal:
+            n, temp = cal["extra_samples"], cal["sharpen_temperature"]
+            sharp = sample_scored(model, tok, test, samples=n, tag="base-sharpen", temperature=temp, **draw)
+            sharpened = competence(sharp.rewards, sharp.passed)
+            if call_data:
+                calls = [row for _, row in read_jsonl(call_data)]
+                calls = random.Random(seed + 2).sample(calls, min(ev["problems"], len(calls)))
+                called = sample_scored(model, tok, calls, samples=n, tag="base-call", **draw)
+                call = competence(called.rewards, called.passed)
     timings["eval_s"] = time.perf_counter() - t0
-    timings["eval_generate_s"], timings["eval_score_s"] = check["generate_s"], check["score_s"]
 
     manifest = {
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -239,13 +241,22 @@ def build_base_model(
         "sft_steps": result.global_step,
         "sft_mean_loss": result.training_loss,
         "sft_last_log": last_log,
-        "eval": {"dataset": ev.get("dataset"), **competence(check["rewards"], check["passed"])},
+        "eval": {"dataset": ev.get("dataset"), **competence(check.rewards, check.passed)},
         "timings_s": {k: round(v, 2) for k, v in timings.items()},
     }
-    for ex in check["examples"]:
-        print(f"--- {ex['problem_id']} reward={ex['reward']:.2f}\n{ex['completion']}", flush=True)
+    if cal:
+        manifest["eval_sharpened"] = {"temperature": cal["sharpen_temperature"], **sharpened}
+        if call is not None:
+            manifest["eval_call"] = {"dataset": os.path.basename(call_data or ""), **call}
+        manifest["calibration"] = calibration(manifest["eval"], sharpened, call, cal["bands"])
+    for problem, rewards, texts in zip(test, check.rewards, check.texts, strict=True):
+        for reward, text in list(zip(rewards, texts, strict=True))[: ev["log_examples"]]:
+            print(f"--- {problem['id']} reward={reward:.2f}\n{text}", flush=True)
     print("competence:", json.dumps(manifest["eval"]), flush=True)
+    if cal:
+        _report_calibration(manifest["calibration"])
     write_json(work / "manifest.json", manifest)
+    write_trained_on(work, train_data, train)
     write_provenance(
         work, config={k: config.get(k) for k in ("seed", "base_model", "prompt")}, seeds={"seed": seed}
     )

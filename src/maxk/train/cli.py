@@ -63,7 +63,8 @@ def _model_dir(model: str, revision: str | None) -> str:
 
 
 def _train(args: argparse.Namespace) -> int:
-    cfg = _job_config(args.config_json, ("seed", "train", "run"), (args.data,))
+    paths = (args.data,) + ((args.heldout_data,) if args.heldout_data else ())
+    cfg = _job_config(args.config_json, ("seed", "train", "run"), paths)
     model = _model_dir(args.model, args.revision)
     from maxk.cli import UserError
     from maxk.sandbox import SandboxError
@@ -78,6 +79,7 @@ def _train(args: argparse.Namespace) -> int:
             out=args.out,
             metrics=args.metrics,
             checkpoints=args.checkpoints,
+            heldout_data=args.heldout_data,
         )
     except SandboxError as exc:
         raise UserError(str(exc)) from None
@@ -86,12 +88,30 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _base(args: argparse.Namespace) -> int:
-    cfg = _job_config(args.config_json, ("seed", "base_model"), (args.train_data, args.test_data))
+    paths = (args.train_data, args.test_data) + ((args.call_data,) if args.call_data else ())
+    cfg = _job_config(args.config_json, ("seed", "base_model"), paths)
     _offline()
     from maxk.train.base import build_base_model
 
-    manifest = build_base_model(cfg, train_data=args.train_data, test_data=args.test_data, out=args.out)
+    manifest = build_base_model(
+        cfg, train_data=args.train_data, test_data=args.test_data, call_data=args.call_data, out=args.out
+    )
     print(json.dumps(manifest.get("eval", {}), sort_keys=True))
+    return 0
+
+
+def _rl_prompts(args: argparse.Namespace) -> int:
+    cfg = _job_config(args.config_json, ("seed", "train"), (args.data,))
+    model = _model_dir(args.model, args.revision)
+    from maxk.cli import UserError
+    from maxk.sandbox import SandboxError
+    from maxk.train.edge import build_edge_prompts
+
+    try:
+        manifest = build_edge_prompts(cfg, model=model, data=args.data, out=args.output)
+    except (SandboxError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    print(json.dumps({k: manifest[k] for k in ("examined", "count", "solved_histogram")}, sort_keys=True))
     return 0
 
 
@@ -102,14 +122,33 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", required=True, help="base model: a local directory or a hub id (org/name)")
     p.add_argument("--revision", default=None, help="hub revision (commit) of --model when it is a hub id")
     p.add_argument("--data", required=True, help="training problems (.jsonl.gz)")
+    p.add_argument(
+        "--heldout-data",
+        default=None,
+        help="held-out curve's problems (train.heldout.dataset); default: --data outside the run's prompts",
+    )
     p.add_argument("--out", required=True, help="output model directory")
     p.add_argument("--metrics", required=True, help="output metrics CSV")
     p.add_argument("--checkpoints", default="work/checkpoints", help="checkpoint root (outside outputs)")
     p.set_defaults(handler=_train)
 
+    r = subparsers.add_parser(
+        "rl-prompts",
+        help="keep the training problems at the base model's edge of competence (train.prompt_filter)",
+    )
+    r.add_argument("--config-json", required=True, help="JSON with seed, train, prompt, sandbox")
+    r.add_argument("--model", required=True, help="base model: a local directory or a hub id (org/name)")
+    r.add_argument("--revision", default=None, help="hub revision (commit) of --model when it is a hub id")
+    r.add_argument("--data", required=True, help="candidate training problems (.jsonl.gz)")
+    r.add_argument("--output", required=True, help="kept problems (.jsonl.gz; a .manifest.json beside it)")
+    r.set_defaults(handler=_rl_prompts)
+
     b = subparsers.add_parser("base", help="build the embedded base model (tokenizer, small Qwen2, SFT)")
     b.add_argument("--config-json", required=True, help="JSON with seed, base_model, prompt, sandbox")
-    b.add_argument("--train-data", required=True, help="train split problems (.jsonl.gz)")
+    b.add_argument("--train-data", required=True, help="the SFT examples (.jsonl.gz; base_model.sft.dataset)")
     b.add_argument("--test-data", required=True, help="test split problems for the competence check")
+    b.add_argument(
+        "--call-data", default=None, help="call-format problems of the calibration (calibration.call_dataset)"
+    )
     b.add_argument("--out", required=True, help="output model directory")
     b.set_defaults(handler=_base)

@@ -288,8 +288,33 @@ class MaxKGRPOTrainer(GRPOTrainer):
         finally:
             self._recompute_inputs = None
 
-    def _get_per_token_logps_and_entropies(self, model, *args, **kwargs):
-        logps, entropies, aux = super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
+    def _get_per_token_logps_and_entropies(
+        self,
+        model,
+        input_ids,
+        attention_mask,
+        logits_to_keep,
+        batch_size=None,
+        compute_entropy=False,
+        compute_aux_loss=False,
+        **kwargs,
+    ):
+        if self._can_share_prompts(model, input_ids, attention_mask, logits_to_keep, batch_size, kwargs):
+            logps, entropies = self._shared_prompt_logps(
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy
+            )
+            aux = None
+        else:
+            logps, entropies, aux = super()._get_per_token_logps_and_entropies(
+                model,
+                input_ids,
+                attention_mask,
+                logits_to_keep,
+                batch_size=batch_size,
+                compute_entropy=compute_entropy,
+                compute_aux_loss=compute_aux_loss,
+                **kwargs,
+            )
         inputs, self._recompute_inputs = self._recompute_inputs, None  # fires once per loss call
         if inputs is not None:
             inputs["advantages"] = self._offpolicy_advantages(inputs, logps)
@@ -364,6 +389,50 @@ class MaxKGRPOTrainer(GRPOTrainer):
             and a.repetition_penalty == 1.0
             and supports(self.accelerator.unwrap_model(self.model))
         )
+
+    # -- 6. each group's prompt computed once in the log-prob passes ------------------------------------
+    def _can_share_prompts(self, model, input_ids, attention_mask, logits_to_keep, batch_size, extra) -> bool:
+        """Whether ``_get_per_token_logps_and_entropies`` may run each group's prompt once
+        (``maxk.train.shared_prompt``): a bare (not DDP/DeepSpeed/FSDP-wrapped) Qwen2-family model
+        without gradient checkpointing or attention dropout, text only (every extra TRL argument
+        None; ``compute_aux_loss`` is MoE-only, and Qwen2 is not MoE), chunks of whole groups, and
+        rows in contiguous runs of ``num_generations`` with identical prompt ids and mask."""
+        from maxk.generate.decode import supports
+        from maxk.train.shared_prompt import grouped_rows
+
+        n = self.num_generations
+        cfg = getattr(model, "config", None)
+        return (
+            all(v is None for v in extra.values())
+            and not (self.is_deepspeed_enabled or self.is_fsdp_enabled)
+            and self.accelerator.unwrap_model(model) is model
+            and supports(model)
+            and not getattr(cfg, "output_router_logits", False)
+            and not (model.training and getattr(cfg, "attention_dropout", 0.0))
+            and not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+            and (batch_size is None or batch_size % n == 0)
+            and grouped_rows(input_ids, attention_mask, input_ids.shape[1] - logits_to_keep, n)
+        )
+
+    def _shared_prompt_logps(
+        self, model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy
+    ):
+        """TRL's per-token log-probs (and entropies when asked) in chunks of ``batch_size`` rows,
+        each group's prompt computed once (``maxk.train.shared_prompt.shared_prompt_logps``)."""
+        from maxk.train.shared_prompt import shared_prompt_logps
+
+        rows = input_ids.shape[0]
+        batch_size = batch_size or rows
+        logps, entropies = [], []
+        for start in range(0, rows, batch_size):
+            chunk = slice(start, min(start + batch_size, rows))
+            with self.accelerator.autocast():
+                lp, ent = shared_prompt_logps(
+                    model, input_ids[chunk], attention_mask[chunk], logits_to_keep, self.num_generations
+                )
+            logps.append(lp)
+            entropies.append(ent)
+        return torch.cat(logps), torch.cat(entropies) if compute_entropy else None
 
     # -- logging helpers --------------------------------------------------------------------------
     def _log(self, key: str, value: float) -> None:

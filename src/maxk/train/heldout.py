@@ -2,9 +2,10 @@
 
 The raw training reward cannot show learning: each step sees other prompts, of other difficulty.
 This callback measures the live policy on one fixed set of problems the run never trains on (the
-rows of the training dataset outside the run's ``max_prompts`` subset: same distribution, no test
-data), before the first step and every ``every`` optimizer steps: ``samples`` completions per
-problem from maxk's decode loop (``maxk.generate.decode``, the same seeds at every measurement, so
+pool ``train.heldout.dataset``, a split part of its own that no model trains on; without one, the
+rows of the training dataset outside the run's ``max_prompts`` subset), before the first step and
+every ``every`` optimizer steps: ``samples`` completions per problem from maxk's decode loop
+(``maxk.train.sampling``, the same seeds at every measurement, so
 two points differ by the policy alone), scored in the run's sandbox. Each point is an entry
 ``step, heldout/reward, heldout/pass@1, heldout/entropy`` of the trainer's ``log_history`` (so it is
 saved in checkpoints and survives a resume), merged into that step's row of the run's metrics CSV.
@@ -28,8 +29,9 @@ def heldout_problems(rows: list[dict[str, Any]], train_ids: set[str], count: int
     pool = [r for r in rows if r["id"] not in train_ids]
     if len(pool) < count:
         raise ValueError(
-            f"train.heldout.problems={count} but only {len(pool)} training problems are outside the "
-            "run's max_prompts subset: lower heldout.problems or max_prompts, or set heldout: null"
+            f"train.heldout.problems={count} but only {len(pool)} problems of the held-out pool are "
+            "outside the run's training prompts: lower heldout.problems (or max_prompts), give "
+            "heldout.dataset a larger split part, or set heldout: null"
         )
     keep = sorted(random.Random(derive_seed(seed, "heldout")).sample(range(len(pool)), count))
     return [pool[i] for i in keep]
@@ -73,32 +75,29 @@ class HeldoutCurve(TrainerCallback):
             state.log_history.append(self.measure(state.global_step))
 
     def measure(self, step: int) -> dict[str, float]:
-        from maxk.generate.decode import QwenDecoder
+        from maxk.train.sampling import sample_scored
 
-        model = self.model
-        while hasattr(model, "module"):  # DDP / accelerate wrappers
-            model = model.module
-        res = QwenDecoder(model).sample(
-            self.prompt_ids,
-            self.samples,
+        res = sample_scored(
+            self.model,
+            self.tokenizer,
+            self.problems,
+            scorer=self.scorer,
+            samples=self.samples,
             max_new_tokens=self.max_new_tokens,
-            stop_token_ids=self.stop_token_ids,
-            seeds=[derive_seed(self.seed, "heldout", p["id"]) for p in self.problems],
+            seed=self.seed,
+            tag="heldout",
             temperature=self.temperature,
             top_p=self.top_p,
+            prompt_ids=self.prompt_ids,
+            stop_token_ids=self.stop_token_ids,
+            extract=self.extract,
         )
-        texts = res.texts(self.tokenizer)
-        pairs = [(self.problems[i // self.samples], text) for i, text in enumerate(texts)]
-        scores = self.scorer.score([(p, self.extract(t, p)) for p, t in pairs])
-        n = len(scores)
+        n = len(self.problems) * self.samples
         row = {
             "step": step,
-            "heldout/reward": sum(s.reward for s in scores) / n,
-            "heldout/pass@1": sum(float(s.total > 0 and s.passed == s.total) for s in scores) / n,
-            "heldout/entropy": sum(
-                e / max(len(t), 1) for e, t in zip(res.sum_entropy, res.token_ids, strict=True)
-            )
-            / n,
+            "heldout/reward": sum(map(sum, res.rewards)) / n,
+            "heldout/pass@1": sum(map(sum, res.passed)) / n,
+            "heldout/entropy": sum(map(sum, res.entropy)) / n,
         }
         print(f"held-out at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in row.items() if k != "step"))
         return row

@@ -94,6 +94,19 @@ def load_problems(path: str | os.PathLike[str], limit: int | None, seed: int) ->
     return rows
 
 
+def write_trained_on(model_dir: str | os.PathLike[str], data: str, problems: list[dict[str, Any]]) -> Path:
+    """``model_dir/trained_on.json``: ``[{"dataset", "id"}, ...]``, one entry per problem the model was
+    trained on, ``dataset`` the name of the file they came from (``results/data/NAME.jsonl.gz``). The
+    contamination audit (``maxk analyze contamination``) checks them against every evaluation set."""
+    from maxk.io import write_json
+    from maxk.workflow.paths import TRAINED_ON, dataset_name
+
+    name = dataset_name(str(data))
+    path = Path(model_dir) / TRAINED_ON
+    write_json(path, [{"dataset": name, "id": p["id"]} for p in problems])
+    return path
+
+
 def write_metrics_csv(path: str | os.PathLike[str], log_history: list[dict[str, Any]]) -> int:
     """One row per optimizer step from TRL's ``log_history`` (held-out points merged into their step's
     row; the one before training is step 0); adds ``time/update_s``. Returns row count."""
@@ -127,12 +140,15 @@ def train_run(
     out: str,
     metrics: str,
     checkpoints: str,
+    heldout_data: str | None = None,
     scorer: Any = None,
 ) -> dict[str, Any]:
     """Train one run. ``config``: ``{"seed", "train", "run", "prompt", "sandbox"}`` (subset of the config).
 
-    ``scorer``: an object with ``score(pairs)``; None opens a ``maxk.sandbox.Scorer`` for the run.
-    Returns a summary (steps, timings).
+    ``heldout_data``: the held-out curve's pool (``train.heldout.dataset``); None: ``data``'s problems
+    outside the run's prompts. ``scorer``: an object with ``score(pairs)``; None opens a
+    ``maxk.sandbox.Scorer`` for the run. The model directory gets ``trained_on.json``: every problem
+    the run trained on (``write_trained_on``). Returns a summary (steps, timings).
     """
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -169,8 +185,9 @@ def train_run(
             model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer
         )
         if effective["heldout"]:
+            pool = heldout_data or data
             trainer.add_callback(
-                _heldout_curve(effective, data, problems, tokenizer, scorer, trainer, seed, config["prompt"])
+                _heldout_curve(effective, pool, problems, tokenizer, scorer, trainer, seed, config["prompt"])
             )
         last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
         start = time.perf_counter()
@@ -192,6 +209,7 @@ def train_run(
     trainer.save_model(str(tmp))  # every rank: gathers sharded weights where needed; rank 0 writes
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(tmp)
+        write_trained_on(tmp, data, problems)
         write_provenance(tmp, config=config, seeds={"seed": seed}, effective=effective, summary=summary)
         if final.exists():
             shutil.rmtree(final)

@@ -3,12 +3,15 @@
 All paths are relative to the working directory of the workflow (``snakemake --directory`` moves it)::
 
     results/data/{dataset}.jsonl.gz            problems (+ .manifest.json)
+    results/data/{dataset}.edge.jsonl.gz       the RL prompts at the base's edge of competence
     results/models/base                        the embedded base model (when the workflow builds it)
     results/models/{run}                       a trained run; results/metrics/train/{run}.csv its curves
+    results/models/{model}/trained_on.json     every problem the model saw in training
     results/samples/{model}/{dataset}.parquet  samples (+ .manifest.json; shards in {dataset}/shard{i})
     results/scores/{model}/{dataset}.parquet   per-sample rewards and verdicts
     results/metrics/{model}/{dataset}.parquet  per-problem pass@k / max@k
     results/{tables,stats,figures,claims,lab}/ the analysis outputs
+    results/contamination/contamination.{csv,md}  training problems found in evaluation sets
     results/logs/..., results/benchmarks/...   one log and one timing per job
 
 ``{model}`` is ``base`` or a training run's name. Pure functions, no third-party imports.
@@ -23,11 +26,45 @@ RESULTS = "results"
 LOGS = f"{RESULTS}/logs"
 BENCH = f"{RESULTS}/benchmarks"
 BASE = "base"
+#: The file inside every trained model directory listing the problems it was trained on.
+TRAINED_ON = "trained_on.json"
 
 
 def data(dataset: str, ext: str = ".jsonl.gz") -> str:
     """A dataset's problems (``ext`` ``.manifest.json`` for its manifest)."""
     return f"{RESULTS}/data/{dataset}{ext}"
+
+
+def dataset_name(path: str) -> str:
+    """The dataset name of a data file: the inverse of ``data`` (``results/data/NAME.jsonl.gz``)."""
+    name = os.path.basename(path)
+    for suffix in (".jsonl.gz", ".jsonl", ".parquet"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def edge_prompts(dataset: str, ext: str = ".jsonl.gz") -> str:
+    """The problems of ``dataset`` at the base model's edge of competence (``train.prompt_filter``),
+    shared by every run (``ext`` ``.manifest.json`` for the per-problem counts)."""
+    return data(f"{dataset}.edge", ext)
+
+
+def train_prompts(config: dict[str, Any]) -> str:
+    """The file every run draws its RL prompts from: the edge-filtered ``train.dataset`` when
+    ``train.prompt_filter`` is set, else ``train.dataset`` itself."""
+    train = config["train"]
+    return edge_prompts(train["dataset"]) if train.get("prompt_filter") else data(train["dataset"])
+
+
+def trained_on(model: str) -> str:
+    """What ``model`` was trained on: ``[{"dataset", "id"}, ...]`` beside its weights."""
+    return f"{model_dir(model)}/{TRAINED_ON}"
+
+
+def contamination(ext: str) -> str:
+    """The contamination audit (``ext`` ``csv`` or ``md``)."""
+    return f"{RESULTS}/contamination/contamination.{ext}"
 
 
 def model_dir(model: str) -> str:

@@ -8,6 +8,7 @@ Each command reads back exactly the shape its slice has here. ``config`` is the 
     rule               slice
     data_build         the dataset's entry, its pool, the data section's other keys, prompt
     base_model         seed, base_model, prompt, sandbox
+    rl_prompts         seed, train's dataset / prompt_filter / sampling keys, prompt, sandbox
     train              seed, train, the run's entry, prompt, sandbox   (checked: maxk.train.launch.check_run)
     generate_shard     seed, generate, prompt
     score              the sandbox section
@@ -38,6 +39,19 @@ def data_build(config: Config, dataset: str) -> Config:
 
 def base_model(config: Config, _: str | None = None) -> Config:
     return {k: config[k] for k in ("seed", "base_model", "prompt", "sandbox")}
+
+
+#: The train keys the RL prompt filter reads (a change of another train key does not rerun it).
+RL_PROMPT_KEYS = ("dataset", "prompt_filter", "max_completion_length", "temperature", "top_p")
+
+
+def rl_prompts(config: Config, _: str | None = None) -> Config:
+    return {
+        "seed": config["seed"],
+        "train": {k: config["train"][k] for k in RL_PROMPT_KEYS},
+        "prompt": config["prompt"],
+        "sandbox": config["sandbox"],
+    }
 
 
 def train(config: Config, run: str) -> Config:
@@ -88,6 +102,7 @@ def environment(config: Config, _: str | None = None) -> Config:
 SLICES: dict[str, Callable[[Config, Any], Config]] = {
     "data_build": data_build,
     "base_model": base_model,
+    "rl_prompts": rl_prompts,
     "train": train,
     "generate_shard": generate,
     "score": score,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from maxk.analysis.claims import claim_inputs
+from maxk.analysis.claims import INSTRUMENT_RUN, claim_inputs
 from maxk.analysis.tables import table_specs
 from maxk.workflow import paths as P
 
@@ -59,6 +59,29 @@ def samples_files(pairs: Pairs) -> list[str]:
     return [P.samples(m, d) for m, d in pairs]
 
 
+def instrument_curve(config: Mapping) -> list[str]:
+    """The training curves of the instrument check's run (``maxk.analysis.claims.INSTRUMENT_RUN``),
+    when the config trains it and has a claims section."""
+    if "claims" not in config["analysis"] or INSTRUMENT_RUN not in config["runs"]:
+        return []
+    return [P.train_metrics(INSTRUMENT_RUN)]
+
+
+def trained_models(config: Mapping) -> list[str]:
+    """The models the workflow trains, each with a ``trained_on.json``: ``base`` when it builds it,
+    then every run (sorted)."""
+    return ([P.BASE] if config["base_model"]["build"] else []) + sorted(config["runs"])
+
+
+def contamination_data(config: Mapping) -> list[str]:
+    """The dataset files the contamination audit reads: what the models trained on (the SFT examples,
+    the RL prompts) and every audited set, each once, in that order."""
+    files = [P.data(config["base_model"]["sft"]["dataset"])] if config["base_model"]["build"] else []
+    files.append(P.train_prompts(config))
+    files += [P.data(d) for d in config["analysis"]["contamination"]["audit"]]
+    return list(dict.fromkeys(files))
+
+
 def analysis_targets(analysis: Mapping) -> list[str]:
     """Every table (tex/md/csv), the significance file, every figure and claim file the section
     declares, the metrics of the ``checks`` pairs (scored outside the tables), and the lab's outputs."""
@@ -87,5 +110,7 @@ def final_targets(config: Mapping) -> list[str]:
     for run in sorted(config["runs"]):
         out += [P.train_metrics(run), P.model_dir(run)]
     out += analysis_targets(config["analysis"])
+    if config["analysis"]["contamination"]["audit"]:
+        out += [P.contamination(ext) for ext in ("csv", "md")]
     out.append(f"{P.RESULTS}/provenance/environment.json")
     return out

@@ -1,0 +1,196 @@
+"""The policy update (forward + backward of the GRPO loss on one micro-batch) with each group's prompt
+computed once (``maxk.train.shared_prompt``, MaxKGRPOTrainer's 6th override) against TRL's unshared
+computation, in the same process; prints both times and the ratio (unshared / shared).
+
+    python benchmarks/bench_update.py [--model results/models/base] [--data results/data/suite_rl.jsonl.gz]
+                                      [--method grpo] [--repeats 7] [--threads 1]
+
+Embedded shape: 8 groups x 8 completions per micro-batch (``train.per_device_train_batch_size``), the
+prompts of 8 suite problems built with ``maxk.data.prompts.build_prompt``, completions of 16 to
+``train.max_completion_length`` (96) random tokens. The model is the built base model when there is
+one; otherwise a random Qwen2 of the embedded base's sizes (``base_model.model``) with a tokenizer
+trained as ``maxk base`` trains it (on the SFT split's prompts and references). Also times the no-grad
+log-prob pass of the same micro-batch (what the old-policy and reference passes cost per micro-batch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def build_model(cfg: dict, directory: Path) -> str:
+    """A random Qwen2 of ``base_model.model``'s sizes and a tokenizer trained like ``maxk base``'s."""
+    from maxk.data.prompts import build_messages
+    from maxk.io import read_jsonl
+    from maxk.train.base import sft_completion
+    from maxk.train.tiny import init_model, save, train_tokenizer
+
+    bm = cfg["base_model"]
+    sft = ROOT / f"results/data/{bm['sft']['dataset']}.jsonl.gz"
+    texts = []
+    for _, p in read_jsonl(sft):
+        texts.extend(m["content"] for m in build_messages(p, cfg.get("prompt")))
+        texts.append(sft_completion(p["reference"]))
+    tok = train_tokenizer(texts, **bm["tokenizer"])
+    return str(save(init_model(tok, seed=cfg["seed"], **bm["model"]), tok, directory))
+
+
+def micro_batch(tokenizer, problems, cfg, n: int, max_len: int, seed: int):
+    """One micro-batch of whole groups as TRL's loss reads it (prompts left-padded, completions
+    right-padded with the pad token, ``completion_mask`` 0 after each completion's end)."""
+    import torch
+
+    from maxk.data.prompts import build_prompt
+
+    rng = random.Random(seed)
+    prompts = [build_prompt(p, tokenizer, config=cfg.get("prompt")) for p in problems]
+    enc = tokenizer(prompts, add_special_tokens=False, padding=True, return_tensors="pt")
+    rows = len(problems) * n
+    lengths = [rng.randint(16, max_len) for _ in range(rows)]
+    lengths[rng.randrange(rows)] = max_len  # TRL pads to the longest completion
+    special = set(tokenizer.all_special_ids)
+    vocab = [t for t in range(len(tokenizer)) if t not in special]
+    completion_ids = torch.full((rows, max_len), tokenizer.pad_token_id)
+    completion_mask = torch.zeros(rows, max_len, dtype=torch.long)
+    for r, length in enumerate(lengths):
+        completion_ids[r, :length] = torch.tensor(rng.choices(vocab, k=length))
+        completion_mask[r, :length] = 1
+    gen = torch.Generator().manual_seed(seed)
+    return {
+        "prompt_ids": enc["input_ids"].repeat_interleave(n, 0),
+        "prompt_mask": enc["attention_mask"].repeat_interleave(n, 0),
+        "completion_ids": completion_ids,
+        "completion_mask": completion_mask,
+        "advantages": torch.randn(rows, generator=gen),
+        "rewards": torch.rand(rows, generator=gen),
+        "group_ids": torch.arange(rows) // n,
+        "num_items_in_batch": completion_mask.sum(),
+    }
+
+
+def logp_pass(trainer, model, batch):
+    """The no-grad per-token log-probs of ``batch``'s completions (as the old/ref passes compute them)."""
+    import torch
+
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    with torch.no_grad():
+        return trainer._get_per_token_logps_and_entropies(model, ids, mask, batch["completion_ids"].shape[1])[
+            0
+        ]
+
+
+def update(trainer, batch) -> tuple[float, dict]:
+    """Seconds of one forward + backward of the loss, and the parameter gradients it left."""
+    model = trainer.model
+    model.zero_grad(set_to_none=True)
+    start = time.perf_counter()
+    trainer._compute_loss(model, batch).backward()
+    seconds = time.perf_counter() - start
+    return seconds, {k: p.grad.detach().clone() for k, p in model.named_parameters() if p.grad is not None}
+
+
+def timed(fn, *args) -> float:
+    """Seconds one call of ``fn(*args)`` takes."""
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=str(ROOT / "results/models/base"))
+    ap.add_argument("--data", default=str(ROOT / "results/data/suite_rl.jsonl.gz"))
+    ap.add_argument("--method", default="grpo")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (the embedded train job: 1)")
+    a = ap.parse_args()
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from maxk.config import job_config, load_config
+    from maxk.io import read_jsonl
+    from maxk.train.grpo import MaxKGRPOConfig, MaxKGRPOTrainer
+    from maxk.train.launch import grpo_kwargs, run_config
+
+    torch.set_num_threads(a.threads)
+    cfg = load_config(ROOT / "config/config.yaml")
+    tmp = Path(tempfile.mkdtemp(prefix="bench-update-"))
+    model_dir = a.model
+    if not Path(model_dir).is_dir():
+        t0 = time.perf_counter()
+        model_dir = build_model(cfg, tmp / "base")
+        took = time.perf_counter() - t0
+        print(f"(no base model at {a.model}: random Qwen2 of the embedded sizes, {took:.0f}s)")
+    train = job_config({"seed": cfg["seed"], "train": dict(cfg["train"])}, ("train",))["train"]
+    effective = run_config({**train, "max_steps": 1}, {"method": a.method})
+    kw = grpo_kwargs(effective, output_dir=str(tmp / "out"), seed=cfg["seed"], use_cpu=True)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.padding_side = "left"
+    trainer = MaxKGRPOTrainer(
+        model=model_dir,
+        reward_funcs=lambda completions, **_: [0.0] * len(completions),
+        args=MaxKGRPOConfig(**kw),
+        train_dataset=Dataset.from_dict({"prompt": ["x"]}),
+        processing_class=tokenizer,
+    )
+    n, rows = trainer.num_generations, trainer.args.per_device_train_batch_size
+    problems = [row for _, row in read_jsonl(a.data)]
+    problems = random.Random(cfg["seed"]).sample(problems, rows // n)
+    batch = micro_batch(tokenizer, problems, cfg, n, trainer.max_completion_length, cfg["seed"])
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
+    batch["old_per_token_logps"] = logp_pass(trainer, trainer.model, batch)
+    if trainer.ref_model is not None:
+        batch["ref_per_token_logps"] = logp_pass(trainer, trainer.ref_model, batch)
+
+    share = trainer._can_share_prompts
+    modes = {"unshared (TRL)": lambda *args, **kw: False, "shared prompts": share}
+    times = {m: [] for m in modes}
+    nograd = {m: [] for m in modes}
+    grads = {}
+    for rep in range(a.repeats + 1):  # the first round warms up; modes interleaved against drift
+        for mode, predicate in modes.items():
+            trainer._can_share_prompts = predicate
+            seconds, grads[mode] = update(trainer, batch)
+            fwd = timed(logp_pass, trainer, trainer.model, batch)
+            if rep:
+                times[mode].append(seconds)
+                nograd[mode].append(fwd)
+    trainer._can_share_prompts = share
+    diff = max(
+        (grads["shared prompts"][k] - g).abs().max().item() for k, g in grads["unshared (TRL)"].items()
+    )
+
+    prompt_tokens = int(batch["prompt_mask"].sum()) // n
+    print(
+        f"micro-batch: {rows // n} groups x {n} completions; prompt width {batch['prompt_ids'].shape[1]} "
+        f"(mean prompt {prompt_tokens / (rows // n):.0f} tokens), completion width "
+        f"{batch['completion_ids'].shape[1]} (mean {batch['completion_mask'].sum().item() / rows:.0f})"
+    )
+    print(f"model: {sum(p.numel() for p in trainer.model.parameters()):,} parameters; method {a.method}; "
+          f"threads {a.threads}; median of {a.repeats}")  # fmt: skip
+    print(f"max |grad difference| shared vs unshared: {diff:.2e}")
+    base, new = statistics.median(times["unshared (TRL)"]), statistics.median(times["shared prompts"])
+    nb, nn = statistics.median(nograd["unshared (TRL)"]), statistics.median(nograd["shared prompts"])
+    print(f"  update (fwd+bwd)   unshared {base:7.3f}s  shared {new:7.3f}s  ratio {base / new:5.2f}x")
+    print(f"  no-grad log-probs  unshared {nb:7.3f}s  shared {nn:7.3f}s  ratio {nb / nn:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
