@@ -247,7 +247,7 @@ def build_base_model(
     if cal:
         manifest["eval_sharpened"] = {"temperature": cal["sharpen_temperature"], **sharpened}
         if call is not None:
-            manifest["eval_call"] = {"dataset": os.path.basename(call_data or ""), **call}
+            manifest["eval_call"] = {"dataset": Path(call_data or "").name.removesuffix(".jsonl.gz"), **call}
         manifest["calibration"] = calibration(manifest["eval"], sharpened, call, cal["bands"])
     for problem, rewards, texts in zip(test, check.rewards, check.texts, strict=True):
         for reward, text in list(zip(rewards, texts, strict=True))[: ev["log_examples"]]:
