@@ -9,19 +9,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from train_helpers import times_problem
 
 from maxk.io import write_jsonl
-
-
-def _problem(i: int) -> dict:
-    return {
-        "id": f"suite/stdio-{i:05d}",
-        "source": "suite",
-        "prompt": f"Read an integer x. Replace x with x times {i}. Print x.",
-        "difficulty": 1,
-        "tests": {"format": "stdio", "cases": [{"input": "2\n", "output": f"{2 * i}\n"}]},
-        "reference": f"x = int(input())\nx = x * {i}\nprint(x)\n",
-    }
 
 
 class FakeScorer:
@@ -105,7 +95,7 @@ def test_sample_scored_uses_the_pipeline_prompt_and_extractor(tiny_model_dir):
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    problems = [_problem(3), _problem(5)]
+    problems = [times_problem(3), times_problem(5)]
     scorer = FakeScorer()
     out = sample_scored(model, tok, problems, scorer=scorer, samples=5, max_new_tokens=8, seed=0, tag="t")
     assert [len(r) for r in out.rewards] == [5, 5] and [len(r) for r in out.passed] == [5, 5]
@@ -122,8 +112,8 @@ def test_build_base_model_end_to_end_tiny(tmp_path):
 
     from maxk.train.base import build_base_model
 
-    train = [_problem(i % 10) | {"id": f"suite/stdio-{i:05d}"} for i in range(32)]
-    test = [_problem(i) for i in range(1, 4)]
+    train = [times_problem(i % 10) | {"id": f"suite/stdio-{i:05d}"} for i in range(32)]
+    test = [times_problem(i) for i in range(1, 4)]
     write_jsonl(tmp_path / "train.jsonl.gz", train)
     write_jsonl(tmp_path / "test.jsonl.gz", test)
     config = {

@@ -10,21 +10,11 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from train_helpers import times_problem
 
 from maxk.io import read_jsonl, write_jsonl
 from maxk.train.edge import build_edge_prompts, edge_bounds, select_edge
 from maxk.train.sampling import sample_scored, solved
-
-
-def _problem(i: int) -> dict:
-    return {
-        "id": f"suite/stdio-{i:05d}",
-        "source": "suite",
-        "prompt": f"Read an integer x. Replace x with x times {i}. Print x.",
-        "difficulty": 1,
-        "tests": {"format": "stdio", "cases": [{"input": "2\n", "output": f"{2 * i}\n"}]},
-        "reference": f"x = int(input())\nx = x * {i}\nprint(x)\n",
-    }
 
 
 class CountingScorer:
@@ -72,7 +62,7 @@ def test_sample_scored_is_seeded_per_problem_whatever_the_chunking(tiny_model_di
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    problems = [_problem(i) for i in range(1, 4)]
+    problems = [times_problem(i) for i in range(1, 4)]
     kw = {"samples": 3, "max_new_tokens": 6, "seed": 5, "tag": "t", "extract": lambda t, p: t}
     whole = sample_scored(model, tok, problems, scorer=CountingScorer({}), max_rows=64, **kw)
     chunked = sample_scored(model, tok, problems, scorer=CountingScorer({}), max_rows=3, **kw)
@@ -84,7 +74,7 @@ def test_sample_scored_is_seeded_per_problem_whatever_the_chunking(tiny_model_di
 
 
 def test_build_edge_prompts_keeps_the_problems_solved_by_some_samples(tiny_model_dir, tmp_path):
-    problems = [_problem(i) for i in range(1, 7)]
+    problems = [times_problem(i) for i in range(1, 7)]
     data = tmp_path / "pool.jsonl.gz"
     write_jsonl(data, problems)
     ids = [p["id"] for p in problems]
@@ -107,7 +97,7 @@ def test_build_edge_prompts_keeps_the_problems_solved_by_some_samples(tiny_model
 
 def test_build_edge_prompts_fails_naming_the_counts_when_nothing_is_kept(tiny_model_dir, tmp_path):
     data = tmp_path / "pool.jsonl.gz"
-    write_jsonl(data, [_problem(i) for i in range(1, 3)])
+    write_jsonl(data, [times_problem(i) for i in range(1, 3)])
     config = {"seed": 0, "train": {"prompt_filter": {"samples": 2}, "max_completion_length": 4}}
     with pytest.raises(ValueError, match=r"kept no problem.*\{0: 2\}"):
         build_edge_prompts(

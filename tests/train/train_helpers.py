@@ -16,6 +16,18 @@ SYNTH_TEXT = [
 ] + ["Write a function that adds two numbers. Read n and print n squared."] * 20
 
 
+def times_problem(i: int) -> dict:
+    """A one-test stdio problem "print x times i" with its reference (trusted: written here)."""
+    return {
+        "id": f"suite/stdio-{i:05d}",
+        "source": "suite",
+        "prompt": f"Read an integer x. Replace x with x times {i}. Print x.",
+        "difficulty": 1,
+        "tests": {"format": "stdio", "cases": [{"input": "2\n", "output": f"{2 * i}\n"}]},
+        "reference": f"x = int(input())\nx = x * {i}\nprint(x)\n",
+    }
+
+
 def synthetic_prompts(count: int) -> list[str]:
     return [f"Task {i}: print the number {i * 7 % 10}." for i in range(count)]
 
