@@ -38,7 +38,17 @@ def test_paper_config_rehearsal(tmp_path):
     assert sorted(p.name for p in (results / "models").iterdir()) == sorted(config["runs"])
     submissions = [json.loads(s) for s in (tmp_path / "slurm" / "sbatch.jsonl").read_text().splitlines()]
     rules = Counter(s["rule"] for s in submissions)
-    # every job but the aggregation (localrules in workflow/rules/analysis.smk) went through sbatch
-    assert set(rules) == {"data_build", "train", "generate_shard", "score", "analysis_lab", "environment"}
+    # every job but the aggregation (localrules in workflow/rules/analysis.smk) went through sbatch; the
+    # contamination audit reads every training and audited set (GBs at paper scale): a job of its own
+    assert set(rules) == {
+        "data_build",
+        "train",
+        "generate_shard",
+        "score",
+        "analysis_lab",
+        "environment",
+        "analysis_contamination",
+    }
+    assert rules["analysis_contamination"] == 1
     assert rules["train"] == len(config["runs"]) and rules["score"] == rules["generate_shard"] > 50
     assert Path(tmp_path / "hf").is_dir()
