@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from maxk.train.launch import check_run, grpo_kwargs, launch_prefix, run_config, run_hash
+from maxk.train.launch import check_run, grpo_kwargs, input_fingerprint, launch_prefix, run_config, run_hash
 from maxk.train.run import SandboxReward, write_metrics_csv
 from maxk.workflow.slices import train as train_slice
 
@@ -277,3 +277,19 @@ def test_paper_dag_lists_every_gpu_training_run():
     launch = f"accelerate launch --config_file {ROOT / 'workflow/deepspeed/zero2.yaml'} --num_processes 8"
     assert text.count(launch) >= len(runs)
     assert "gpu=8" in text
+
+
+def test_input_fingerprint_follows_content_and_rebuilds(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text("a\n")
+    first = input_fingerprint(str(data))
+    data.write_text("b\n")
+    assert input_fingerprint(str(data)) != first
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "w.bin").write_bytes(b"12")
+    before = input_fingerprint(str(model))
+    assert input_fingerprint(str(model)) == before
+    os.utime(model / "w.bin", ns=(1, 1))  # rebuilt: same name and size, another time
+    assert input_fingerprint(str(model)) != before
+    assert input_fingerprint("Qwen/Qwen2.5-Coder-7B-Instruct") == "Qwen/Qwen2.5-Coder-7B-Instruct"

@@ -69,6 +69,31 @@ def test_train_run_writes_outputs_and_resumes(tiny_model_dir, tmp_path):
     assert rows[0]["delta/abs_mean_iter0"] != "" and rows[1]["delta/abs_mean_iter1"] != ""
 
 
+def test_a_checkpoint_of_another_seed_or_other_prompts_is_never_resumed(tiny_model_dir, tmp_path):
+    """A rerun with another seed (`--config seed=2`) or rebuilt RL prompts at the same path starts from
+    the base model, not from the checkpoint an earlier config left behind."""
+    data = tmp_path / "train.jsonl.gz"
+    write_jsonl(data, _problems(6))
+    train = dict(
+        dataset="x", max_prompts=None, max_steps=2, save_steps=2, num_generations=4, temperature=1.0,
+        top_p=1.0, max_completion_length=6, learning_rate=1e-3, beta=0.0, use_bias_correction_kl=False,
+        epsilon=0.2, num_iterations=1, num_train_epochs=1, loss_type="grpo", per_device_train_batch_size=4,
+        gradient_accumulation_steps=1, bon_k=2, delta_clamp=0.2,
+    )  # fmt: skip
+    kw = dict(run="r", model=tiny_model_dir, data=str(data), metrics=str(tmp_path / "m.csv"),
+              checkpoints=str(tmp_path / "ck"), scorer=LengthScorer())  # fmt: skip
+    config = {"seed": 3, "train": train, "run": {"method": "grpo"}}
+    first = train_run(config=config, out=str(tmp_path / "a"), **kw)
+    assert first["resumed_from"] is None and list((tmp_path / "ck").glob("r-*/checkpoint-2"))
+    same = train_run(config=config, out=str(tmp_path / "b"), **kw)
+    assert same["resumed_from"].endswith("checkpoint-2")  # the same start: resumed (the test can fail)
+    other_seed = train_run(config={**config, "seed": 4}, out=str(tmp_path / "c"), **kw)
+    assert other_seed["resumed_from"] is None
+    write_jsonl(data, _problems(7)[1:])  # other prompts, same path
+    other_data = train_run(config=config, out=str(tmp_path / "d"), **kw)
+    assert other_data["resumed_from"] is None
+
+
 def test_training_refuses_a_sandbox_whose_programs_can_read_the_host(tiny_model_dir, tmp_path):
     """Without Landlock a program reads every file its uid can (expected outputs included): the policy
     could learn to read them. Training stops before the first step unless the user opts in."""

@@ -77,6 +77,29 @@ def run_hash(effective: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(effective, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
+def input_fingerprint(path: str) -> str:
+    """What a run starts from, for its checkpoint directory's hash: a file's sha256; a directory's
+    path with every file's name, size and modification time (a rebuilt model differs; its weights are
+    not read); anything else (a hub id) as given. A checkpoint of another base model, another RL
+    prompt file or another seed is then never resumed."""
+    from pathlib import Path
+
+    p = Path(path)
+    digest = hashlib.sha256()
+    if p.is_file():
+        with p.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+    if p.is_dir():
+        digest.update(str(p.resolve()).encode())
+        for f in sorted(q for q in p.rglob("*") if q.is_file()):
+            st = f.stat()
+            digest.update(f"{f.relative_to(p)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        return digest.hexdigest()
+    return str(path)
+
+
 def grpo_kwargs(effective: dict[str, Any], *, output_dir: str, seed: int, use_cpu: bool) -> dict[str, Any]:
     """Keyword arguments of ``MaxKGRPOConfig`` for one run (``effective`` from ``run_config``)."""
     kw: dict[str, Any] = {key: effective[key] for key in PASSTHROUGH if effective.get(key) is not None}

@@ -3,8 +3,9 @@
 Outputs: a standard HF model directory (published whole, never half-written), a metrics CSV (one row per
 optimizer step: reward, advantage statistics, |delta| per PPO iteration, KL, clip fraction, step time
 split into generation / reward / update) and provenance beside both. Checkpoints live OUTSIDE the
-declared outputs, in ``{checkpoints}/{run}-{config hash}/`` (Snakemake deletes declared outputs
-before a job), so a killed job resumes from its last checkpoint when rerun with the same config.
+declared outputs, in ``{checkpoints}/{run}-{hash}/`` (Snakemake deletes declared outputs before a
+job), so a killed job resumes from its last checkpoint when rerun with the same config, seed, base
+model and RL prompts (the hash covers all four: ``maxk.train.launch.input_fingerprint``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from maxk.io import atomic_open, read_jsonl
-from maxk.train.launch import check_run, grpo_kwargs, run_config, run_hash
+from maxk.train.launch import check_run, grpo_kwargs, input_fingerprint, run_config, run_hash
 
 #: Metrics CSV columns first in this order (then any other logged key, sorted).
 METRIC_COLUMNS = (
@@ -164,7 +165,8 @@ def train_run(
     seed = int(config["seed"])
     effective = run_config(config["train"], config["run"])
     check_run(run, effective)
-    ckpt_dir = Path(checkpoints) / f"{run}-{run_hash({**effective, 'model': str(model), 'data': str(data)})}"
+    start_from = {"seed": seed, "model": input_fingerprint(model), "data": input_fingerprint(data)}
+    ckpt_dir = Path(checkpoints) / f"{run}-{run_hash({**effective, **start_from})}"
     problems = load_problems(data, effective.get("max_prompts"), seed)
     tokenizer = AutoTokenizer.from_pretrained(model)
     tokenizer.padding_side = "left"
