@@ -39,17 +39,21 @@ def _problems(n):
     ]  # fmt: skip
 
 
-def test_train_run_writes_outputs_and_resumes(tiny_model_dir, tmp_path):
-    data = tmp_path / "train.jsonl.gz"
-    write_jsonl(data, _problems(6))
-    train = dict(
+def _train(**overrides):
+    """The ``train`` section of these tests: 4 steps of 4 completions, a checkpoint every 2."""
+    return dict(
         dataset="x", max_prompts=None, max_steps=4, save_steps=2, num_generations=4, temperature=1.0,
         top_p=1.0,
         max_completion_length=6, learning_rate=1e-3, beta=0.01, use_bias_correction_kl=False, epsilon=0.2,
         num_iterations=2, num_train_epochs=1, loss_type="grpo", per_device_train_batch_size=4,
         gradient_accumulation_steps=1, bon_k=2, delta_clamp=0.2,
-    )  # fmt: skip
-    config = {"seed": 3, "train": train, "run": {"method": "offpolicy_bon"}}
+    ) | overrides  # fmt: skip
+
+
+def test_train_run_writes_outputs_and_resumes(tiny_model_dir, tmp_path):
+    data = tmp_path / "train.jsonl.gz"
+    write_jsonl(data, _problems(6))
+    config = {"seed": 3, "train": _train(), "run": {"method": "offpolicy_bon"}}
     kw = dict(run="r", model=tiny_model_dir, data=str(data), out=str(tmp_path / "out" / "r"),
               metrics=str(tmp_path / "m.csv"), checkpoints=str(tmp_path / "ck"))  # fmt: skip
     with pytest.raises(Killed):  # killed at the 2nd generation, after checkpoint-2 was written
@@ -74,12 +78,7 @@ def test_a_checkpoint_of_another_seed_or_other_prompts_is_never_resumed(tiny_mod
     the base model, not from the checkpoint an earlier config left behind."""
     data = tmp_path / "train.jsonl.gz"
     write_jsonl(data, _problems(6))
-    train = dict(
-        dataset="x", max_prompts=None, max_steps=2, save_steps=2, num_generations=4, temperature=1.0,
-        top_p=1.0, max_completion_length=6, learning_rate=1e-3, beta=0.0, use_bias_correction_kl=False,
-        epsilon=0.2, num_iterations=1, num_train_epochs=1, loss_type="grpo", per_device_train_batch_size=4,
-        gradient_accumulation_steps=1, bon_k=2, delta_clamp=0.2,
-    )  # fmt: skip
+    train = _train(max_steps=2, beta=0.0, num_iterations=1)
     kw = dict(run="r", model=tiny_model_dir, data=str(data), metrics=str(tmp_path / "m.csv"),
               checkpoints=str(tmp_path / "ck"), scorer=LengthScorer())  # fmt: skip
     config = {"seed": 3, "train": train, "run": {"method": "grpo"}}
