@@ -144,6 +144,7 @@ def build_base_model(
     from maxk.train.run import write_trained_on
     from maxk.train.sampling import sample_scored
     from maxk.train.tiny import init_model, save, train_tokenizer
+    from maxk.workflow.paths import dataset_name
 
     config = job_config(config, ("base_model",))  # every key left out at its default
     bm, seed, prompt_cfg = config["base_model"], int(config["seed"]), config["prompt"]
@@ -247,7 +248,7 @@ def build_base_model(
     if cal:
         manifest["eval_sharpened"] = {"temperature": cal["sharpen_temperature"], **sharpened}
         if call is not None:
-            manifest["eval_call"] = {"dataset": Path(call_data or "").name.removesuffix(".jsonl.gz"), **call}
+            manifest["eval_call"] = {"dataset": dataset_name(str(call_data)), **call}
         manifest["calibration"] = calibration(manifest["eval"], sharpened, call, cal["bands"])
     for problem, rewards, texts in zip(test, check.rewards, check.texts, strict=True):
         for reward, text in list(zip(rewards, texts, strict=True))[: ev["log_examples"]]:

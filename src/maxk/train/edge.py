@@ -104,8 +104,7 @@ def build_edge_prompts(
             f"train.prompt_filter kept no problem of {data}: solved-sample counts {histogram} "
             f"(count: problems), none in [{lo}, {hi}]"
         )
-    kept_ids = {p["id"] for p in kept}
-    kept_rewards = [r for p, r in zip(problems, res.rewards, strict=True) if p["id"] in kept_ids]
+    kept_rewards = [r for r, c in zip(res.rewards, counts, strict=True) if lo <= c <= hi]
     manifest = {
         "dataset": out,
         "source": data,
