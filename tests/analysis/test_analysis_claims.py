@@ -21,6 +21,7 @@ from maxk.analysis.claims import (
     claim_inputs,
     evaluate_claims,
     heldout_curve,
+    heldout_endpoints,
     instrument_check,
     render_claims_markdown,
 )
@@ -206,6 +207,41 @@ def test_claims_read_instrument_not_working_when_it_fails():
     assert md.index("INSTRUMENT NOT WORKING") < md.index("## The paper's claims") < md.index("| `")
     assert "MISSES ITS OPERATING POINT" in md and "DOES NOT RISE" in md
     assert md.count(NOT_WORKING) >= len(tested)
+
+
+def test_heldout_rise_needs_a_paired_interval_above_zero_when_problems_are_known():
+    """With each held-out problem's reward at both ends, the curve rises only when the paired
+    bootstrap interval of last - first is above zero: a mean that ends higher by noise does not."""
+    up = metrics_of(levels={"grpo_continuous": 0.2})
+    curve = [(0, 0.30), (32, 0.31)]
+    rng = np.random.default_rng(0)
+    first = rng.uniform(0, 1, 64)
+    lifted = instrument_check(cfg(), up, seed=0, curve=curve, endpoints=(first, first + 0.05))
+    assert lifted["works"] and lifted["curve"]["ok"] and lifted["curve"]["ci_low"] > 0
+    assert lifted["curve"]["effect"] == pytest.approx(0.05) and lifted["curve"]["n_problems"] == 64
+    noise = first + rng.normal(0.01, 0.3, 64)
+    noisy = instrument_check(cfg(), up, seed=0, curve=curve, endpoints=(first, noise))
+    assert not noisy["works"] and noisy["curve"]["ci_low"] < 0 < noisy["curve"]["ci_high"]
+    assert "interval of the rise" in noisy["reason"]
+    md = render_claims_markdown(
+        evaluate_claims(cfg(), up, entropy_of(up), seed=0, instrument_works=False), instrument=noisy
+    )
+    assert "paired bootstrap over 64 problems): DOES NOT RISE" in md
+
+
+def test_heldout_endpoints_read_the_first_and_last_point_of_a_training_csv():
+    frame = pd.DataFrame(
+        {
+            "step": [4, 0, 2, 3],
+            "heldout/reward": [0.5, 0.3, 0.4, None],
+            "heldout/problem_rewards": ["0.5 0.5", "0.25 0.35", "0.3 0.5", None],
+        }
+    )
+    first, last = heldout_endpoints(frame)
+    assert first.tolist() == [0.25, 0.35] and last.tolist() == [0.5, 0.5]
+    assert heldout_endpoints(frame.drop(columns="heldout/problem_rewards")) is None
+    with pytest.raises(ValueError, match="2 problems at the first point but 1 at the last"):
+        heldout_endpoints(frame.assign(**{"heldout/problem_rewards": ["0.5", "0.25 0.35", "0.3 0.5", None]}))
 
 
 def test_heldout_curve_reads_the_points_of_a_training_csv():

@@ -610,6 +610,83 @@ def test_stdio_time_limit_is_cpu_time_and_the_wall_clock_only_stops_sleepers():
     assert within_cpu.verdicts == ("ok",)
 
 
+def _stdio_cases(*outputs: str, inputs: tuple[str, ...] | None = None) -> dict:
+    cases = [{"input": (inputs or ("",) * len(outputs))[i], "output": o} for i, o in enumerate(outputs)]
+    return dict(ECHO, id=f"u/cases{len(outputs)}", tests={"format": "stdio", "cases": cases})
+
+
+def test_stdio_cases_share_one_child_while_it_survives_them():
+    """The cases of a program run in one waiting child, each as a fresh ``__main__`` (a module-level
+    name starts over, state the program hides in a module does not); a child that ends (here
+    ``os._exit`` in case 2) is replaced for the next case. With a fresh child per case (the baseline
+    of benchmarks/bench_sandbox.py) the counter would read 1 in every case."""
+    counter = (
+        "import os, sys\n"
+        "n = getattr(sys, 'maxk_test_n', 0) + 1\n"
+        "sys.maxk_test_n = n\n"
+        "fresh = 'x' not in globals()\n"
+        "x = 1\n"
+        "print(n, fresh, flush=True)\n"
+        "if n == 2:\n"
+        "    os._exit(3)\n"
+    )
+    problem = _stdio_cases("1 True\n", "2 True\n", "1 True\n", "2 True\n")
+    with Scorer(workers=1) as scorer:
+        (score,) = scorer.score([(problem, counter)])
+    assert score.verdicts == ("ok", "runtime_error", "ok", "runtime_error")
+
+
+def test_stdio_each_case_reads_its_own_input_even_after_the_program_closed_stdin():
+    """``open(0).read()`` closes descriptor 0 when the file is collected; ``sys.stdout`` replaced,
+    ``exit()`` (which closes ``sys.stdin``): the next case still reads its own input and writes
+    to its own output."""
+    programs = [
+        "print(sum(map(int, open(0).read().split())))\n",
+        "import sys\nsys.stdout = open(1, 'w')\nprint(sum(map(int, sys.stdin.read().split())))\nexit()\n",
+        "import os\nprint(sum(map(int, os.read(0, 100).split())), flush=True)\nos.close(0)\nos.close(1)\n",
+    ]
+    problem = _stdio_cases("3\n", "7\n", "0\n", inputs=("1 2\n", "3 4\n", "0 0\n"))
+    with Scorer(workers=1) as scorer:
+        scores = scorer.score([(problem, p) for p in programs])
+    assert [s.verdicts for s in scores] == [("ok", "ok", "ok")] * 3
+
+
+def test_stdio_cpu_budget_is_per_case_in_a_shared_child():
+    """Each case gets its own CPU budget: three cases of 0.6 s under a 1 s limit all pass (one
+    process limit for all would stop the second), and a case over its budget is a timeout while the
+    cases around it pass."""
+    busy = (
+        "import time\nn = int(input())\nt = time.process_time()\n"
+        "while time.process_time() - t < n / 10:\n    pass\nprint('done')\n"
+    )
+    problem = _stdio_cases("done\n", "done\n", "done\n", "done\n", inputs=("6\n", "6\n", "13\n", "6\n"))
+    with Scorer(workers=1, timeout_s=1.0, wall_factor=3.0) as scorer:
+        (score,) = scorer.score([(problem, busy)])
+    assert score.verdicts == ("ok", "ok", "timeout", "ok")
+
+
+def test_stdio_a_forged_reply_from_the_program_earns_nothing():
+    """The program can write to every descriptor it has, the harness's reply pipe included: a reply
+    the harness did not write fails that case (and the child is replaced), and the next program is
+    unaffected. (A well-formed forged reply gains nothing either: the case is judged on the output
+    written before it, and the harness's own reply then fails the next case.)"""
+    forger = (
+        "import os\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        os.write(fd, b'garbage')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(int(input()) * 2)\n"
+    )
+    honest = "print(int(input()) * 2)\n"
+    problem = _stdio_cases("2\n", "4\n", inputs=("1\n", "2\n"))
+    with Scorer(workers=1) as scorer:
+        forged, ok = scorer.score([(problem, forger), (problem, honest)])
+    assert forged.verdicts == ("runtime_error", "runtime_error")
+    assert ok.verdicts == ("ok", "ok")
+
+
 def test_exposures_and_the_training_check_say_what_stays_reachable():
     from maxk.sandbox import SandboxError, check_training_isolation, exposures
 

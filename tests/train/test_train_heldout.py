@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 from train_helpers import make_trainer
 
-from maxk.train.heldout import HeldoutCurve, heldout_problems
+from maxk.train.heldout import PROBLEM_REWARDS, HeldoutCurve, heldout_problems
 from maxk.train.run import write_metrics_csv
 
 
@@ -66,6 +67,11 @@ def test_curve_is_measured_before_and_during_training(tiny_model_dir, tmp_path):
         expected = sum(sum(c.isdigit() for c in t) / max(1, len(t)) for t in texts) / 12
         assert p["heldout/reward"] == pytest.approx(expected)
         assert 0 <= p["heldout/entropy"] < 10
+        # each problem's mean reward (its 4 samples), in problem order: the paired interval's input
+        per_problem = [float(v) for v in p[PROBLEM_REWARDS].split()]
+        by_problem = [texts[4 * i : 4 * i + 4] for i in range(3)]
+        want = [sum(sum(c.isdigit() for c in t) / max(1, len(t)) for t in ts) / 4 for ts in by_problem]
+        assert per_problem == pytest.approx(want, abs=1e-5)
     # the same seeds at every point: with unchanged weights, the same completions come back
     again = curve.measure(99)
     assert again["step"] == 99 and scorer.calls[-1] == scorer.calls[-2]
@@ -78,3 +84,8 @@ def test_curve_is_measured_before_and_during_training(tiny_model_dir, tmp_path):
     assert set(by_step) == {"0", "1", "2", "3", "4"}
     col = header.index("heldout/reward")
     assert by_step["0"][col] and by_step["2"][col] and not by_step["1"][col]
+    from maxk.analysis.claims import heldout_endpoints
+
+    first, last = heldout_endpoints(pd.read_csv(rows))
+    assert first.tolist() == pytest.approx([float(v) for v in points[0][PROBLEM_REWARDS].split()])
+    assert last.tolist() == pytest.approx([float(v) for v in points[-1][PROBLEM_REWARDS].split()])

@@ -30,7 +30,9 @@ its stand-in), the paper's published values of both sides are printed beside our
 raise its own objective on problems it never saw, or no claim can fall either way. It holds when
 ``grpo_continuous`` beats the base model on max@1 (the mean reward, the objective it trains) on the
 claims' dataset with a bootstrap interval above zero, and its held-out learning curve
-(``train.heldout``) ends above where it started. Where it fails, every claim's ``verdict`` is
+(``train.heldout``) rises: the paired bootstrap interval of each held-out problem's last minus first
+mean reward is above zero (a metrics CSV without per-problem values: the curve ends above its
+start). Where it fails, every claim's ``verdict`` is
 "instrument not working" instead of a finding. The base model's calibration block (its operating
 point, ``maxk.train.base.calibration``) is printed beside it.
 """
@@ -57,6 +59,7 @@ __all__ = [
     "claim_inputs",
     "evaluate_claims",
     "heldout_curve",
+    "heldout_endpoints",
     "instrument_check",
     "render_claims_markdown",
     "render_instrument",
@@ -181,20 +184,40 @@ def heldout_curve(train_metrics: pd.DataFrame) -> list[tuple[int, float]]:
     return [(int(s), float(v)) for s, v in zip(rows["step"], rows["heldout/reward"], strict=True)]
 
 
+def heldout_endpoints(train_metrics: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each held-out problem's mean reward at the curve's first and last point (the metrics CSV's
+    ``heldout/problem_rewards``, ``maxk.train.heldout``), or None where the CSV has no such column."""
+    col = "heldout/problem_rewards"
+    if col not in train_metrics or "heldout/reward" not in train_metrics:
+        return None
+    rows = train_metrics.dropna(subset=["heldout/reward", col]).sort_values("step")
+    if len(rows) < 2:
+        return None
+    ends = (rows[col].iloc[0], rows[col].iloc[-1])
+    first, last = (np.array(str(v).split(), dtype=np.float64) for v in ends)
+    if len(first) != len(last):
+        raise ValueError(f"{col}: {len(first)} problems at the first point but {len(last)} at the last")
+    return first, last
+
+
 def instrument_check(
     cfg: Mapping,
     metrics: Mapping[tuple[str, str], pd.DataFrame],
     *,
     seed: int,
     curve: Sequence[tuple[int, float]] | None = None,
+    endpoints: tuple[np.ndarray, np.ndarray] | None = None,
     calibration: Mapping | None = None,
 ) -> dict:
     """Whether RL raises its own objective on unseen problems (see the module docstring).
 
-    Returns ``{"objective": {run, base, metric, dataset, a_value, b_value, effect, ci_low, ci_high,
-    n_problems, ok}, "curve": {points, first, last, ok} or None, "calibration": the base's block or
-    None, "works": bool, "reason": str}``. A missing run or metrics file makes ``works`` False with
-    the reason.
+    ``curve``: the held-out curve's ``(step, reward)`` points; ``endpoints``: each held-out problem's
+    mean reward at its first and last point (``heldout_endpoints``). With endpoints, the curve rises
+    when the paired bootstrap interval of last - first is above zero; without, when it ends above its
+    start. Returns ``{"objective": {run, base, metric, dataset, a_value, b_value, effect, ci_low,
+    ci_high, n_problems, ok}, "curve": {points, first, last, ok, and with endpoints effect, ci_low,
+    ci_high, n_problems} or None, "calibration": the base's block or None, "works": bool, "reason":
+    str}``. A missing run or metrics file makes ``works`` False with the reason.
     """
     dataset = cfg["claims"]["dataset"]
     out: dict = {"objective": None, "curve": None, "calibration": calibration, "works": False, "reason": ""}
@@ -218,7 +241,21 @@ def instrument_check(
     if curve:
         first, last = curve[0][1], curve[-1][1]
         out["curve"] = {"points": [list(p) for p in curve], "first": first, "last": last, "ok": last > first}
-        if last <= first:
+        if endpoints is not None:
+            rise = endpoints[1] - endpoints[0]
+            rseed = derive_seed(seed, "claims", "heldout")
+            counts = bootstrap_counts(len(rise), int(boot["resamples"]), rseed)
+            c_low, c_high = bootstrap_ci(rise, counts, float(boot["confidence"]))
+            out["curve"].update(
+                effect=float(rise.mean()), ci_low=float(c_low), ci_high=float(c_high), n_problems=len(rise),
+                ok=bool(c_low > 0),
+            )  # fmt: skip
+            if c_low <= 0:
+                reasons.append(
+                    f"held-out reward {first:.3f} -> {last:.3f}: interval of the rise "
+                    f"[{c_low:.3f}, {c_high:.3f}] is not above zero (does not rise)"
+                )
+        elif last <= first:
             reasons.append(f"held-out reward {first:.3f} -> {last:.3f} does not rise")
     out["works"] = not reasons
     out["reason"] = "; ".join(reasons)
@@ -468,7 +505,12 @@ def render_instrument(instrument: Mapping, decimals: int = 3, confidence: float 
     curve = instrument.get("curve")
     if curve:
         pts = ", ".join(f"{int(s)}: {_fmt(v, decimals)}" for s, v in curve["points"])
-        lines.append(f"- held-out reward of {INSTRUMENT_RUN} by step ({pts}): "
+        rise = ""
+        if "ci_low" in curve:
+            rise = (f"; last - first {_fmt(curve['effect'], decimals)} [{_fmt(curve['ci_low'], decimals)}, "
+                    f"{_fmt(curve['ci_high'], decimals)}] ({confidence:.0%} paired bootstrap over "
+                    f"{curve['n_problems']} problems)")  # fmt: skip
+        lines.append(f"- held-out reward of {INSTRUMENT_RUN} by step ({pts}){rise}: "
                      f"{'rises' if curve['ok'] else 'DOES NOT RISE'}")  # fmt: skip
     cal = instrument.get("calibration")
     if cal:

@@ -378,6 +378,7 @@ def _claims(args: argparse.Namespace) -> int:
         claim_inputs,
         evaluate_claims,
         heldout_curve,
+        heldout_endpoints,
         instrument_check,
         render_claims_markdown,
     )
@@ -396,11 +397,15 @@ def _claims(args: argparse.Namespace) -> int:
     kind, entropy = entropy_per_problem(samples) if samples else ("none", {})
     import pandas as pd
 
-    curve = heldout_curve(pd.read_csv(args.train_metrics)) if args.train_metrics else None
+    train_frame = pd.read_csv(args.train_metrics) if args.train_metrics else None
+    curve = heldout_curve(train_frame) if train_frame is not None else None
+    endpoints = heldout_endpoints(train_frame) if train_frame is not None else None
     manifest = Path(args.base_model or "", "manifest.json")
     calibration = json.loads(manifest.read_text()).get("calibration") if args.base_model else None
     try:
-        instrument = instrument_check(cfg, metrics, seed=args.seed, curve=curve, calibration=calibration)
+        instrument = instrument_check(
+            cfg, metrics, seed=args.seed, curve=curve, endpoints=endpoints, calibration=calibration
+        )
         frame = evaluate_claims(
             cfg,
             metrics,

@@ -10,7 +10,8 @@ unprivileged uid, enter new user + network + IPC namespaces and a PID namespace 
 worker itself, restrict the filesystem with Landlock (read-only interpreter and system dirs,
 read-write private scratch, no TCP), build the Landlock signal-scope ruleset, load the seccomp
 filter on itself (every child inherits it), become a child subreaper, non-dumpable,
-``gc.freeze()``. Per program (``call``) or per case (``stdio``): a child forked *before* the
+``gc.freeze()``. Per program (``call``, and ``stdio``: its cases one after the other in the same
+child while it survives them): a child forked *before* the
 program is known (a spare, forked while the orchestrator is busy) gets a fresh empty cwd, memfd
 stdio, rlimits, no capabilities, its own Landlock signal-scope domain (one syscall) and, without a
 pid namespace or Landlock, a second seccomp filter for what the worker itself still needs (kill,
@@ -256,9 +257,9 @@ class Worker:
         pid = os.fork()
         if pid == 0:
             try:
-                keep = tuple(fd for fd in (req_r, rep_w, self.scope_ruleset, *self.path_fds) if fd >= 0)
-                self._child_setup(cwd, stdin, stdout, keep, SPARE_CPU_S)
-                self._child_main(req_r, rep_w)
+                keep = (req_r, rep_w, stdin, stdout, self.scope_ruleset, *self.path_fds)
+                self._child_setup(cwd, stdin, stdout, tuple(fd for fd in keep if fd >= 0), SPARE_CPU_S)
+                self._child_main(req_r, rep_w, stdin, stdout)
             finally:
                 os._exit(EXIT_INTERNAL)
         os.close(req_r)
@@ -279,7 +280,7 @@ class Worker:
         except OSError:
             return False
 
-    def _child_main(self, req: int, rep: int) -> None:
+    def _child_main(self, req: int, rep: int, stdin: int, stdout: int) -> None:
         """Child: wait for the program, lower the CPU limit to its budget, run it."""
         try:
             head, blob = wire.recv_bytes(req).split(b"\n", 1)
@@ -288,17 +289,54 @@ class Worker:
         header = json.loads(head)
         code = marshal.loads(blob)  # produced by the worker's own compile()
         del head, blob
-        cpu_s = max(1, int(float(header["cpu"]) + 0.999))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+        cpu = float(header["cpu"])
+        cpu_s = max(1, int(cpu + 0.999))
         if header.get("mode") == "stdio":
-            os._exit(self._run_main(code) & 0xFF)
+            # the cases' CPU seconds in all, a backstop: each case's own limit is set before it runs
+            cases = max(1, int(header.get("cases", 1)))
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cases * (cpu_s + 1)))
+            self._run_cases(code, cpu, req, rep, stdin, stdout)
+            os._exit(0)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
         self._serve(code, header["entry"], req, rep)
 
+    def _run_cases(self, code: object, cpu: float, req: int, rep: int, stdin: int, stdout: int) -> None:
+        """Child (stdio): run the program once per case the worker sends, as a fresh ``__main__``.
+
+        Before each case: stdin and stdout are the memfds again (a program may have closed or
+        replaced descriptor 0 or 1: ``open(0).read()`` closes 0), and the soft CPU limit is what the
+        process has used plus the case's budget. The reply echoes the case's sequence number and
+        says how the program ended. Everything here after the first case runs in a process the
+        program has run in: whatever it changed can only affect its own later cases, and the
+        worker judges each case's time from outside (the process CPU clock and a wall deadline)."""
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        g: dict = {}
+        while True:
+            try:
+                seq = wire.recv_bytes(req)
+            except (EOFError, OSError):
+                return
+            # the last case's objects go first: a file it opened on 0 or 1 closes that descriptor
+            sys.stdin = sys.stdout = None  # type: ignore[assignment]
+            g.clear()
+            gc.collect()
+            os.dup2(stdin, 0)
+            os.dup2(stdout, 1)
+            used = resource.getrusage(resource.RUSAGE_SELF)
+            soft = max(1, int(used.ru_utime + used.ru_stime + cpu + 0.999))
+            resource.setrlimit(resource.RLIMIT_CPU, (min(soft, hard), hard))
+            sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+            sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+            g = {"__name__": "__main__", "__builtins__": __builtins__}
+            rc = self._run_main(code, g)
+            wire.send_frame(rep, f"{seq.decode()} {rc & 0xFF}")
+            if rc == EXIT_MEMORY:
+                return  # the heap may be in any state: the next case gets a fresh child
+
     @staticmethod
-    def _run_main(code: object) -> int:
-        """Child (stdio): run the program as ``__main__``; flush; return the exit code."""
+    def _run_main(code: object, g: dict) -> int:
+        """Child (stdio): run the program as ``__main__`` in ``g``; flush; return the exit code."""
         rc = 0
-        g = {"__name__": "__main__", "__builtins__": __builtins__}
         try:
             exec(code, g)
         except SystemExit as exc:
@@ -419,51 +457,111 @@ class Worker:
 
     # -- stdio ------------------------------------------------------------------------------
     def run_stdio(self, msg: dict) -> dict:
+        """Run the program on each input: one child for all cases while it survives them (a fork
+        costs ~2 ms, a case run in a waiting child ~0.1 ms); a child that dies, times out or runs out
+        of memory is replaced for the next case."""
         try:
             code = compile(msg["program"], "<program>", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
             return {"status": wire.SYNTAX_ERROR}
         self.blob = marshal.dumps(code)
-        results: list[dict] = []
+        inputs = msg["inputs"]
+        timeout = float(msg["timeout"])
+        wall = float(msg.get("wall") or msg["timeout"])
         max_timeouts = int(msg.get("max_timeouts") or 0)
-        for text in msg["inputs"]:
-            if max_timeouts and sum(r["status"] == wire.TIMEOUT for r in results) >= max_timeouts:
-                results.append({"status": wire.TIMEOUT, "stdout": "", "elapsed": 0.0})  # budget spent
-                continue
-            wall = float(msg.get("wall") or msg["timeout"])
-            results.append(self._run_stdio_case(text, float(msg["timeout"]), wall))
+        results: list[dict] = []
+        child: _Child | None = None
+        try:
+            for i, text in enumerate(inputs):
+                if max_timeouts and sum(r["status"] == wire.TIMEOUT for r in results) >= max_timeouts:
+                    results.append({"status": wire.TIMEOUT, "stdout": "", "elapsed": 0.0})  # budget spent
+                    continue
+                if child is None:
+                    child = self._take()
+                    if not self._start(child, {"mode": "stdio", "cpu": timeout, "cases": len(inputs) - i}):
+                        self._kill_reap(child)
+                        self._release(child)
+                        child = None
+                        results.append({"status": wire.SANDBOX_ERROR, "stdout": "", "elapsed": 0.0})
+                        continue
+                result, alive = self._run_stdio_case(child, i, text, timeout, wall)
+                results.append(result)
+                if alive and self.cfg.get("child_per_case"):
+                    self._kill_reap(child)
+                    alive = False
+                if not alive:
+                    self._release(child)
+                    child = None
+        finally:
+            if child is not None:
+                self._kill_reap(child)
+                self._release(child)
         return {"status": wire.DONE, "results": results}
 
-    def _run_stdio_case(self, text: str, timeout: float, wall: float) -> dict:
-        """Run one case: ``timeout`` seconds of CPU time (RLIMIT_CPU, then the exact rusage), and
-        ``wall`` seconds of wall clock, which only a program that sleeps or blocks can reach: a busy
-        program is judged by the CPU time it used, however loaded the machine is."""
-        child = self._take()
-        data = text.encode()
-        view = memoryview(data)
+    @staticmethod
+    def _cpu_clock(pid: int) -> float | None:
+        """CPU seconds the process ``pid`` has used (its CPU-time clock, read from outside), or None."""
+        try:
+            return time.clock_gettime((~pid << 3) | 2)  # Linux: MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
+        except OSError:
+            return None
+
+    def _run_stdio_case(
+        self, child: _Child, seq: int, text: str, timeout: float, wall: float
+    ) -> tuple[dict, bool]:
+        """Run one case in ``child``: ``timeout`` seconds of CPU time (the soft RLIMIT_CPU the child
+        sets, then the exact figure from its CPU clock), and ``wall`` seconds of wall clock, which only
+        a program that sleeps or blocks can reach: a busy program is judged by the CPU time it used,
+        however loaded the machine is. Returns the result and whether the child can run another case."""
+        for fd in (child.stdin, child.stdout):  # shared offsets: the child reads and writes from 0
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+        view = memoryview(text.encode())
         while view:
             view = view[os.write(child.stdin, view) :]
-        os.lseek(child.stdin, 0, os.SEEK_SET)  # shared offset: the child reads from the start
+        os.lseek(child.stdin, 0, os.SEEK_SET)
+        cpu0 = self._cpu_clock(child.pid)
         start = time.monotonic()
-        size, cap, out = 0, int(self.cfg["output_bytes"]), b""
+        deadline = start + wall
+        alive, cpu = False, 0.0
         try:
-            if not self._start(child, {"mode": "stdio", "cpu": timeout}):
-                self._kill_reap(child)
-                return {"status": wire.SANDBOX_ERROR, "stdout": "", "elapsed": 0.0}
-            kind = self._wait(child.pid, start + wall)
-            status, cpu = self._kill_reap_cpu(child)
+            wire.send_bytes(child.req, str(seq).encode())
+            reply = wire.recv_frame(child.rep, deadline, limit=64, exact=True)
+        except TimeoutError:
+            kind, reply = wire.TIMEOUT, None
+        except (OSError, ValueError, UnicodeDecodeError, wire.FrameTooLarge):
+            kind, reply = wire.RUNTIME_ERROR, None  # the program broke its own channel
+        else:
+            kind = None
+        parts = reply.split(" ") if isinstance(reply, str) else []
+        if kind is None and len(parts) == 2 and parts[0] == str(seq) and parts[1].isdigit():
+            rc = int(parts[1])
+            kind = wire.EXIT_OK if rc == 0 else wire.MEMORY if rc == EXIT_MEMORY else wire.RUNTIME_ERROR
+            now = self._cpu_clock(child.pid)
+            if now is not None and cpu0 is not None:
+                cpu, alive = now - cpu0, rc != EXIT_MEMORY
+        elif kind is None and reply is None:  # the child ended (or closed its reply pipe): wait for it
+            kind = self._wait(child.pid, deadline)  # None: it exited in time (its status says how)
+        elif kind is None:
+            kind = wire.RUNTIME_ERROR  # a reply the harness did not write: the program forged it
+        if not alive:
+            status, total = self._kill_reap_cpu(child)
+            cpu = total - (cpu0 or 0.0)
             if kind is None:
                 kind = self._status(status)
-                if cpu > timeout and kind in (wire.EXIT_OK, wire.RUNTIME_ERROR):
-                    kind = wire.TIMEOUT  # RLIMIT_CPU rounds up to whole seconds; rusage is exact
-            size = os.fstat(child.stdout).st_size
-            os.lseek(child.stdout, 0, os.SEEK_SET)
-            out = os.read(child.stdout, min(size, cap)) if size else b""
-        finally:
-            self._release(child)
+        if cpu > timeout and kind in (wire.EXIT_OK, wire.RUNTIME_ERROR):
+            kind = wire.TIMEOUT  # RLIMIT_CPU rounds up to whole seconds; the CPU clock is exact
+            alive = False
+        size, cap = os.fstat(child.stdout).st_size, int(self.cfg["output_bytes"])
+        os.lseek(child.stdout, 0, os.SEEK_SET)
+        out = os.read(child.stdout, min(size, cap)) if size else b""
         if size >= cap and kind in (wire.EXIT_OK, wire.RUNTIME_ERROR):
             kind = wire.OUTPUT_LIMIT
-        return {"status": kind, "stdout": out.decode("utf-8", "replace"), "elapsed": time.monotonic() - start}
+        if alive and kind not in (wire.EXIT_OK, wire.RUNTIME_ERROR):
+            self._kill_reap(child)
+            alive = False
+        elapsed = time.monotonic() - start
+        return {"status": kind, "stdout": out.decode("utf-8", "replace"), "elapsed": elapsed}, alive
 
     def _wait(self, pid: int, deadline: float) -> str | None:
         """Wait for the child to exit before ``deadline``; 'timeout' if it did not (caller kills it)."""

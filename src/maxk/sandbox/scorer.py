@@ -106,6 +106,8 @@ class Limits:
             "preload": list(self.preload),
             "layers": {k: getattr(self, k) for k in ("userns", "pidns", "landlock", "seccomp", "drop_uid")},
             "debug": float(os.environ.get("MAXK_SANDBOX_DEBUG") or 0),
+            # the baseline of benchmarks/bench_sandbox.py: a fresh child for every stdio case
+            "child_per_case": os.environ.get("MAXK_SANDBOX_CHILD_PER_CASE") == "1",
             "scratch_root": tempfile.gettempdir(),  # the worker's environment is empty: no TMPDIR
             "scratch_mb": self.scratch_mb,
             "scratch_inodes": self.scratch_inodes,

@@ -7,8 +7,11 @@ rows of the training dataset outside the run's ``max_prompts`` subset), before t
 every ``every`` optimizer steps: ``samples`` completions per problem from maxk's decode loop
 (``maxk.train.sampling``, the same seeds at every measurement, so
 two points differ by the policy alone), scored in the run's sandbox. Each point is an entry
-``step, heldout/reward, heldout/pass@1, heldout/entropy`` of the trainer's ``log_history`` (so it is
-saved in checkpoints and survives a resume), merged into that step's row of the run's metrics CSV.
+``step, heldout/reward, heldout/pass@1, heldout/entropy, heldout/problem_rewards`` of the trainer's
+``log_history`` (so it is saved in checkpoints and survives a resume), merged into that step's row of
+the run's metrics CSV. ``heldout/problem_rewards`` holds each problem's mean reward, space-separated in
+the fixed problem order, so two points can be compared problem by problem (the instrument check's
+paired interval, ``maxk.analysis.claims``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from transformers import TrainerCallback
 
 from maxk.analysis.stats import derive_seed
 
-__all__ = ["HeldoutCurve", "heldout_problems"]
+__all__ = ["PROBLEM_REWARDS", "HeldoutCurve", "heldout_problems"]
+
+PROBLEM_REWARDS = "heldout/problem_rewards"  # metrics CSV column: per-problem mean rewards, space-separated
 
 
 def heldout_problems(rows: list[dict[str, Any]], train_ids: set[str], count: int, seed: int) -> list[dict]:
@@ -93,11 +98,13 @@ class HeldoutCurve(TrainerCallback):
             extract=self.extract,
         )
         n = len(self.problems) * self.samples
-        row = {
+        row: dict[str, Any] = {
             "step": step,
             "heldout/reward": sum(map(sum, res.rewards)) / n,
             "heldout/pass@1": sum(map(sum, res.passed)) / n,
             "heldout/entropy": sum(map(sum, res.entropy)) / n,
         }
         print(f"held-out at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in row.items() if k != "step"))
+        # each problem's mean reward, in the fixed problem order: a paired interval between two points
+        row[PROBLEM_REWARDS] = " ".join(f"{sum(r) / len(r):.6g}" for r in res.rewards)
         return row
