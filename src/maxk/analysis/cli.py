@@ -126,6 +126,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     q.set_defaults(handler=_contamination)
 
+    q = s.add_parser(
+        "compare",
+        help="paired intervals of runs against the base model (probes and variants; no --config-json)",
+        description="For each RUN: max@1, pass@1, pass@K, max@K (K = the largest k of the metrics files) "
+        "with run - reference and its paired bootstrap interval over problems, and the held-out curve's "
+        "per-problem rise (maxk.analysis.compare). Reads RESULTS/metrics/{run}/{dataset}.parquet and "
+        "RESULTS/metrics/train/{run}.csv; prints Markdown.",
+    )
+    q.add_argument("runs", nargs="+", metavar="RUN", help="run names (results/metrics/{run}/)")
+    q.add_argument("--results", default="results", help="the results directory (default: results)")
+    q.add_argument("--dataset", default="suite_test", help="evaluation set (default: suite_test)")
+    q.add_argument("--reference", default="base", help="the model compared against (default: base)")
+    q.add_argument("--metric", action="append", help="metric column (repeatable; default: see above)")
+    q.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    q.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default: 10000)")
+    q.set_defaults(handler=_compare)
+
 
 def _cfg(args: argparse.Namespace) -> dict:
     from maxk.cli import UserError
@@ -530,4 +547,42 @@ def _contamination(args: argparse.Namespace) -> int:
             "training overlaps audited sets (--fail-on-overlap): "
             + ", ".join(f"{m} on {a}: {n}" for m, a, n in bad)
         )
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from maxk.analysis.compare import compare_runs, default_metrics, heldout_rise, render_comparison
+    from maxk.cli import UserError
+
+    root = Path(args.results)
+
+    def metrics_file(run: str) -> Path:
+        path = root / "metrics" / run / f"{args.dataset}.parquet"
+        if not path.exists():
+            raise UserError(
+                f"{path}: no metrics of {run} on {args.dataset} (run the pipeline up to it first)"
+            )
+        return path
+
+    reference = pd.read_parquet(metrics_file(args.reference))
+    runs = {run: pd.read_parquet(metrics_file(run)) for run in args.runs}
+    try:
+        table = compare_runs(
+            reference,
+            runs,
+            args.metric or default_metrics(reference),
+            seed=args.seed,
+            resamples=args.resamples,
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    curves = {}
+    for run in args.runs:
+        csv = root / "metrics" / "train" / f"{run}.csv"
+        curves[run] = (
+            heldout_rise(pd.read_csv(csv), seed=args.seed, resamples=args.resamples) if csv.exists() else None
+        )
+    print(render_comparison(table, curves), end="")
     return 0

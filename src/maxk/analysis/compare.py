@@ -1,0 +1,120 @@
+"""Paired comparison of trained runs against a reference model, for probes and variants by hand.
+
+``maxk analyze compare RUN ...`` reads ``results/metrics/{run}/{dataset}.parquet`` (per-problem pass@k
+and max@k, ``maxk analyze metrics``) and ``results/metrics/train/{run}.csv`` (training curves) and
+prints, per run and metric, the mean, the effect ``run - reference`` and its paired percentile
+bootstrap interval over problems (the problems resampled together, as in the claims stage,
+``maxk.analysis.stats``), and the held-out curve's per-problem rise (``heldout/problem_rewards``, first
+to last point) with its interval. It is the instrument check (``maxk.analysis.claims``) for any run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from maxk.analysis.claims import heldout_curve, heldout_endpoints
+from maxk.analysis.stats import bootstrap_ci, bootstrap_counts, derive_seed
+
+
+def default_metrics(frame: pd.DataFrame) -> list[str]:
+    """max@1, pass@1, and pass@K and max@K at the largest K the metrics frame holds."""
+    ks = sorted(int(c.split("@")[1]) for c in frame.columns if c.startswith("pass@"))
+    if not ks:
+        raise ValueError("the metrics frame has no pass@k column")
+    return list(dict.fromkeys(["max@1", "pass@1", f"pass@{ks[-1]}", f"max@{ks[-1]}"]))
+
+
+def paired_effect(
+    a: np.ndarray, b: np.ndarray, *, seed: int, resamples: int, confidence: float
+) -> tuple[float, float, float]:
+    """``(mean(a - b), low, high)``: the paired percentile bootstrap interval over problems."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    low, high = bootstrap_ci(d, bootstrap_counts(len(d), resamples, seed), confidence)
+    return float(d.mean()), float(low), float(high)
+
+
+def compare_runs(
+    reference: pd.DataFrame,
+    runs: Mapping[str, pd.DataFrame],
+    metrics: Sequence[str],
+    *,
+    seed: int,
+    resamples: int = 10_000,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """One row per (run, metric): ``run, metric, value, reference, effect, ci_low, ci_high, n_problems``.
+
+    Frames are per-problem metrics indexed by ``problem_id`` column; every run must hold the reference's
+    problems (a paired comparison), else ``ValueError`` names the run and the missing count.
+    """
+    ref = reference.set_index("problem_id").sort_index()
+    rows = []
+    for run, frame in runs.items():
+        cur = frame.set_index("problem_id").sort_index()
+        if not cur.index.equals(ref.index):
+            missing = len(ref.index.symmetric_difference(cur.index))
+            raise ValueError(f"{run}: its problems differ from the reference's ({missing} not in both)")
+        for m in metrics:
+            if m not in cur or m not in ref:
+                raise ValueError(f"{run}: no column {m!r} in both metrics frames")
+            effect, low, high = paired_effect(
+                cur[m].to_numpy(), ref[m].to_numpy(), seed=derive_seed(seed, "compare", run, m),
+                resamples=resamples, confidence=confidence,
+            )  # fmt: skip
+            rows.append(
+                {"run": run, "metric": m, "value": float(cur[m].mean()), "reference": float(ref[m].mean()),
+                 "effect": effect, "ci_low": low, "ci_high": high, "n_problems": len(ref)}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def heldout_rise(
+    train_metrics: pd.DataFrame, *, seed: int, resamples: int = 10_000, confidence: float = 0.95
+) -> dict | None:
+    """The held-out curve of one run's metrics CSV: ``{steps, first, last}`` and, where the CSV keeps
+    per-problem rewards, ``effect, ci_low, ci_high, n_problems`` of last - first; None without a curve."""
+    curve = heldout_curve(train_metrics)
+    if not curve:
+        return None
+    out: dict = {"steps": int(train_metrics["step"].max()), "first": curve[0][1], "last": curve[-1][1]}
+    ends = heldout_endpoints(train_metrics)
+    if ends is not None:
+        effect, low, high = paired_effect(
+            ends[1], ends[0], seed=derive_seed(seed, "compare", "heldout"), resamples=resamples,
+            confidence=confidence,
+        )  # fmt: skip
+        out.update(effect=effect, ci_low=low, ci_high=high, n_problems=len(ends[0]))
+    return out
+
+
+def render_comparison(
+    table: pd.DataFrame, curves: Mapping[str, dict | None], confidence: float = 0.95
+) -> str:
+    """Markdown: one row per run, a cell ``value (effect [low, high])`` per metric, then the held-out rise."""
+    metrics = list(dict.fromkeys(table["metric"]))
+    level = f"{confidence:.0%}"
+    head = [
+        "run",
+        *(f"{m}: value (run - reference [{level} CI])" for m in metrics),
+        "held-out first -> last (rise)",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for run, rows in table.groupby("run", sort=False):
+        by = rows.set_index("metric")
+        cells = [f"{by.at[m, 'value']:.3f} ({by.at[m, 'effect']:+.3f} [{by.at[m, 'ci_low']:+.3f}, "
+                 f"{by.at[m, 'ci_high']:+.3f}])" for m in metrics]  # fmt: skip
+        c = curves.get(str(run))
+        if c is None:
+            cells.append("no curve")
+        else:
+            rise = f" ({c['effect']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}])" if "effect" in c else ""
+            cells.append(f"{c['first']:.3f} -> {c['last']:.3f}{rise}, {c['steps']} steps")
+        lines.append("| " + " | ".join([str(run), *cells]) + " |")
+    ref = table.groupby("metric", sort=False)["reference"].first()
+    n = int(table["n_problems"].iloc[0]) if len(table) else 0
+    lines.append("")
+    lines.append(f"reference, {n} problems: " + ", ".join(f"{m} {ref[m]:.3f}" for m in metrics))
+    return "\n".join(lines) + "\n"
