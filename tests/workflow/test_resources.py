@@ -39,3 +39,22 @@ def test_paper_training_retry_stays_schedulable():
         asks, _ = _asks(entry)
         assert max(m for m, _ in asks) <= entry.get("max_mem_mb", entry["mem_mb"]) < UNBOUNDED
         assert max(t for _, t in asks) <= entry.get("max_runtime", entry["runtime"]) <= 2 * entry["runtime"]
+
+
+def test_base_model_job_uses_the_threads_snakemake_grants_it(tmp_path: Path) -> None:
+    """`--cores 1` must reach `maxk base` (it set torch's threads from its own config key before, so two
+    pipelines side by side ran 4 threads on 2 cores, 7x slower)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    args = ["-n", "-p", "--forceall", "--cores", "1", "--configfile", str(ROOT / "config" / "config.yaml")]
+    args += ["--directory", str(tmp_path), "results/models/base"]
+    res = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), *args],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    command = next(line for line in (res.stdout + res.stderr).splitlines() if "maxk base " in line)
+    assert "--threads 1 " in command

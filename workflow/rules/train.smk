@@ -42,7 +42,7 @@ if BASE["build"]:
             call=lambda wc, input: f" --call-data {input.call}" if input.call else "",
         shell:
             "maxk base --config-json {params.config:q} --train-data {input.train} "
-            "--test-data {input.test}{params.call} --out {output.model} > {log} 2>&1"
+            "--test-data {input.test}{params.call} --out {output.model} --threads {threads} > {log} 2>&1"
 
 
 if TRAIN["prompt_filter"]:

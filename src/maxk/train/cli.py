@@ -90,6 +90,8 @@ def _train(args: argparse.Namespace) -> int:
 def _base(args: argparse.Namespace) -> int:
     paths = (args.train_data, args.test_data) + ((args.call_data,) if args.call_data else ())
     cfg = _job_config(args.config_json, ("seed", "base_model"), paths)
+    if args.threads is not None:
+        cfg["base_model"]["threads"] = args.threads
     _offline()
     from maxk.train.base import build_base_model
 
@@ -151,4 +153,5 @@ def register(subparsers: Any) -> None:
         "--call-data", default=None, help="call-format problems of the calibration (calibration.call_dataset)"
     )
     b.add_argument("--out", required=True, help="output model directory")
+    b.add_argument("--threads", type=int, default=None, help="torch threads (wins over base_model.threads)")
     b.set_defaults(handler=_base)
