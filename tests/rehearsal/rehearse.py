@@ -22,7 +22,9 @@ and changes only what this machine cannot have, each in one place:
   generation jobs only;
 - ``accelerate launch`` (DeepSpeed ZeRO-2 on the GPUs): ``stand_ins/bin/accelerate`` checks the command
   and runs the same ``maxk train`` as one CPU process; TRL's vLLM rollouts, bf16 and gradient
-  checkpointing are off on a CPU (``maxk.train.launch.grpo_kwargs``).
+  checkpointing are off on a CPU (``maxk.train.launch.grpo_kwargs``);
+- the GPUs themselves: ``MAXK_CPU_STANDS_IN_FOR_GPU=1`` lets a job that asked for GPUs run on this CPU
+  (``maxk.gpu.require_cuda``; on a cluster such a job stops at once).
 Nothing reaches the network (``HF_HUB_OFFLINE=1``). Exit status 0 when every output the config declares
 was produced.
 """
@@ -171,6 +173,7 @@ def stage(config: dict, work: Path) -> dict[str, str]:
         "FAKE_SLURM_DIR": str(work / "slurm"),
         "FAKE_SLURM_CHECK": str(ROOT / "tests" / "fake_slurm" / "check_submission.py"),
         "FAKE_SLURM_ASYNC": "1",
+        "MAXK_CPU_STANDS_IN_FOR_GPU": "1",  # the jobs that ask for GPUs run on this CPU on purpose
         # jobs share this machine's few cores: one thread each (a cluster job owns its cores)
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",

@@ -277,6 +277,9 @@ def test_paper_dag_lists_every_gpu_training_run():
     launch = f"accelerate launch --config_file {ROOT / 'workflow/deepspeed/zero2.yaml'} --num_processes 8"
     assert text.count(launch) >= len(runs)
     assert "gpu=8" in text
+    # each GPU job is told what it asked for, so it stops at once without CUDA (maxk.gpu)
+    assert text.count("--gpus 8 ") >= len(runs)
+    assert "--gpus 1 " in next(line for line in text.splitlines() if "maxk generate --model-path" in line)
 
 
 def test_input_fingerprint_follows_content_and_rebuilds(tmp_path):

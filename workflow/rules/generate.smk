@@ -51,10 +51,11 @@ rule generate_shard:
         revision=lambda wc: P.model_revision_arg(config, wc.model),
         num_shards=config["generate"]["num_shards"],
         shard=lambda wc: wc.get("shard", "0"),
+        gpus=GEN_RES.get("gpu", 0),
     shell:
         "maxk generate --model-path {params.model_path:q}{params.revision} --model-name {wildcards.model} "
         "--problems {input.problems} --dataset {wildcards.dataset} "
-        "--shard {params.shard} --num-shards {params.num_shards} --threads {threads} "
+        "--shard {params.shard} --num-shards {params.num_shards} --threads {threads} --gpus {params.gpus} "
         "--config-json {params.config:q} --output {output.samples} > {log} 2>&1"
 
 

@@ -99,6 +99,7 @@ rule train:
             f" --heldout-data {input.heldout}" if input.heldout else ""
         ),
         checkpoints=config["train"]["checkpoints"],
+        gpus=rule_resources("train").get("gpu", 0),
         launch=launch_prefix(
             config["train"]["launch"],
             rule_resources("train").get("gpu", 0),
@@ -108,4 +109,4 @@ rule train:
     shell:
         "{params.launch} train --run {wildcards.run} --config-json {params.config:q} "
         "--model {params.model}{params.revision} --data {input.data}{params.heldout} --out {output.model} "
-        "--metrics {output.metrics} --checkpoints {params.checkpoints} > {log} 2>&1"
+        "--metrics {output.metrics} --checkpoints {params.checkpoints} --gpus {params.gpus} > {log} 2>&1"

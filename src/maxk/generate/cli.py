@@ -33,6 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (transformers backend)")
     p.add_argument(
+        "--gpus",
+        type=int,
+        default=0,
+        help="GPUs the job asked for (the rule passes resources.generate_shard.gpu): with > 0 and no usable "
+        "CUDA it stops at once instead of generating on the CPU (default 0)",
+    )
+    p.add_argument(
         "--no-resume",
         action="store_true",
         help="ignore and do not write per-problem checkpoints (<output>.parts/) of an interrupted run",
@@ -141,8 +148,13 @@ def _generate(args: argparse.Namespace) -> int:
         params = SamplingParams(**{k: gen[k] for k in keys})
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from exc
+    from maxk.gpu import CudaUnavailableError, require_cuda
     from maxk.hf_hub import ModelNotFoundError, resolve_model
 
+    try:  # before the model is fetched or loaded
+        require_cuda(args.gpus, f"generation of {model_name} on {dataset} ({gen['backend']} backend)")
+    except CudaUnavailableError as exc:
+        raise UserError(str(exc)) from None
     try:
         model_dir = resolve_model(args.model_path, args.revision)
     except ModelNotFoundError as exc:

@@ -65,8 +65,14 @@ def _model_dir(model: str, revision: str | None) -> str:
 def _train(args: argparse.Namespace) -> int:
     paths = (args.data,) + ((args.heldout_data,) if args.heldout_data else ())
     cfg = _job_config(args.config_json, ("seed", "train", "run"), paths)
-    model = _model_dir(args.model, args.revision)
     from maxk.cli import UserError
+    from maxk.gpu import CudaUnavailableError, require_cuda
+
+    try:  # before the model is fetched or loaded: seconds, not a CPU run of days
+        require_cuda(args.gpus, f"training run {args.run}")
+    except CudaUnavailableError as exc:
+        raise UserError(str(exc)) from None
+    model = _model_dir(args.model, args.revision)
     from maxk.sandbox import SandboxError
     from maxk.train.run import train_run
 
@@ -132,6 +138,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", required=True, help="output model directory")
     p.add_argument("--metrics", required=True, help="output metrics CSV")
     p.add_argument("--checkpoints", default="work/checkpoints", help="checkpoint root (outside outputs)")
+    p.add_argument(
+        "--gpus",
+        type=int,
+        default=0,
+        help="GPUs the job asked for (the rule passes resources.train.gpu): with > 0 and no usable CUDA it "
+        "stops at once instead of training on the CPU (default 0: CPU allowed)",
+    )
     p.set_defaults(handler=_train)
 
     r = subparsers.add_parser(
