@@ -17,6 +17,8 @@ if rule in GPU_RULES:
         problems.append(f"GPU rule {rule} submitted to partition {opts.get('p')!r}, not 'gpu'")
     if "gpus" in opts and "gres" in opts:
         problems.append(f"{rule}: both --gpus and --gres")
+    if opts.get("nodes") != "1":
+        problems.append(f"GPU rule {rule} not pinned to one node (--nodes={opts.get('nodes')})")
 elif gpus:
     problems.append(f"CPU rule {rule} asked for GPUs ({gpus})")
 if opts.get("A") != "my_account":

@@ -20,11 +20,13 @@ def test_cpu_rules_grow_with_each_attempt():
     asks, out = _asks({"threads": 4, "mem_mb": 1000, "runtime": 30, "slurm_partition": "cpu"})
     assert asks == [(1000, 30), (2000, 60), (3000, 90)]
     assert "gpu" not in out and "threads" not in out and out["slurm_partition"] == "cpu"
+    assert "nodes" not in out
 
 
 def test_gpu_rules_grow_only_up_to_the_caps_the_user_sets():
     asks, out = _asks({"mem_mb": 900000, "runtime": 1440, "gpu": 8})
     assert asks == [(900000, 1440)] * 3 and out["gpu"] == 8  # no caps: no growth
+    assert out["nodes"] == 1  # one accelerate launch reaches only its own node's GPUs
     asks, _ = _asks({"mem_mb": 900000, "runtime": 1440, "gpu": 8, "max_runtime": 2880, "max_mem_mb": 1000000})
     assert asks == [(900000, 1440), (1000000, 2880), (1000000, 2880)]
     asks, _ = _asks({"mem_mb": 10, "runtime": 10, "max_runtime": 15})

@@ -77,6 +77,8 @@ def test_paper_config_plans_every_job_on_slurm() -> None:
     assert counts["generate_shard"] == pairs * paper["generate"]["num_shards"]
     assert counts["analysis_table"] >= 4 + 2 * len(paper["analysis"]["datasets"])
     for rule, resources in jobs:
+        if rule in ("train", "generate_shard"):
+            assert resources["nodes"] == "1", (rule, resources)  # one node: the launch reaches no other
         if rule == "train":
             assert resources["gpu"] == str(paper["resources"]["train"]["gpu"])
             assert resources["slurm_partition"] == "gpu"
@@ -107,6 +109,7 @@ def test_small_dag_runs_through_the_real_slurm_plugin(tmp_path: Path) -> None:
             "PATH": f"{FAKE / 'bin'}:{Path(sys.executable).parent}:{os.environ['PATH']}",
             "FAKE_SLURM_DIR": str(state),
             "FAKE_SLURM_CHECK": str(FAKE / "check_submission.py"),
+            "MAXK_CPU_STANDS_IN_FOR_GPU": "1",  # the GPU job runs on this CPU on purpose (maxk.gpu)
         },
         timeout=900,
     )  # fmt: skip
@@ -118,3 +121,4 @@ def test_small_dag_runs_through_the_real_slurm_plugin(tmp_path: Path) -> None:
     assert rules["score"] == 1
     gpu_jobs = [s for s in submissions if s["rule"] == "generate_shard"]
     assert all(s["opts"]["gpus"] == "1" and s["opts"]["p"] == "gpu" for s in gpu_jobs)
+    assert all(s["opts"]["nodes"] == "1" for s in gpu_jobs)

@@ -23,7 +23,12 @@ def grows(base: int, cap: int) -> Callable[..., int]:
 
 def retry_resources(res: dict[str, Any]) -> dict[str, Any]:
     """``resources:`` of a rule from its merged config entry (threads dropped; mem_mb and runtime as
-    callables of the attempt; gpu only when > 0; other keys, such as slurm_partition, as they are)."""
+    callables of the attempt; gpu only when > 0, with ``nodes`` = 1; other keys, such as
+    slurm_partition, as they are).
+
+    A GPU job runs on one node (``--nodes=1``): its ranks are started by one ``accelerate launch`` (or one
+    vLLM engine) inside the job's single ``srun`` step, which reaches only its own node's GPUs; without
+    the pin Slurm may grant 8 GPUs as 4 + 4 on two nodes and half the ranks would find none."""
     res = dict(res)
     res.pop("threads", None)
     gpu = int(res.pop("gpu", 0) or 0)
@@ -34,6 +39,7 @@ def retry_resources(res: dict[str, Any]) -> dict[str, Any]:
     }
     if gpu:
         out["gpu"] = gpu
+        out["nodes"] = 1
     out.update(res)
     return out
 
