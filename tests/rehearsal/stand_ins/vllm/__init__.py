@@ -1,7 +1,13 @@
 """Stand-in for the parts of vLLM that ``maxk.generate.vllm`` uses, importable as ``vllm`` by the
 paper-config rehearsal's generation jobs (tests/rehearsal/rehearse.py puts this folder on PYTHONPATH).
 
-Strict where vLLM is strict (vLLM 0.1x/0.2x ``LLM`` and ``SamplingParams``):
+Strict where vLLM is strict (the releases the ``gpu`` extra admits, 0.27-0.30):
+- ``LLM(...)`` and ``SamplingParams(...)`` accept exactly the keywords every admitted release accepts
+  (``_signatures.py``, read from their wheels) and raise ``TypeError`` for any other, as vLLM does (a
+  misspelled engine option fails here, not on the cluster); a sampling field vLLM accepts but this
+  stand-in does not model raises ``NotImplementedError`` rather than being ignored;
+- ``SamplingParams`` checks vLLM's bounds on the fields it models (``n`` >= 1, ``temperature`` finite in
+  [0, 2], ``top_p`` in (0, 1], ``top_k`` >= -1, ``max_tokens`` >= 1, ``logprobs`` >= 0 or -1);
 - ``max_model_len`` above the model's ``max_position_embeddings`` is refused at construction;
   ``None`` takes the model's own;
 - a prompt longer than ``max_model_len`` fails the whole ``generate`` call; one that fits stops its
@@ -17,10 +23,13 @@ completions are junk text in the right encoding: enough to drive every downstrea
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from ._signatures import ENGINE_ARGS, SAMPLING_PARAMS
 
 __version__ = "0.0.0+maxk-rehearsal"
 
@@ -54,27 +63,40 @@ class RequestOutput:
     extra: dict = field(default_factory=dict)
 
 
-@dataclass
-class SamplingParams:
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_tokens: int | None = 16
-    seed: int | None = None
-    logprobs: int | None = None
-    stop_token_ids: list[int] | None = None
-    skip_special_tokens: bool = True
+# The fields the stand-in models, at vLLM's defaults.
+_MODELLED = {
+    "n": 1, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": 16, "seed": None,
+    "logprobs": None, "stop_token_ids": None, "skip_special_tokens": True,
+}  # fmt: skip
 
-    def __post_init__(self) -> None:
-        if self.n < 1:
+
+class SamplingParams:
+    def __init__(self, **kwargs: Any) -> None:
+        for name in kwargs:
+            if name not in SAMPLING_PARAMS:
+                raise TypeError(f"Unexpected keyword argument '{name}'")  # msgspec's own message
+            if name not in _MODELLED:
+                raise NotImplementedError(
+                    f"SamplingParams({name}=...): vLLM accepts it; the rehearsal stand-in does not model it "
+                    "(tests/rehearsal/stand_ins/vllm)"
+                )
+        for name, value in {**_MODELLED, **kwargs}.items():
+            setattr(self, name, value)
+        self._verify()
+
+    def _verify(self) -> None:  # vLLM's SamplingParams._verify_args, for the modelled fields
+        if not isinstance(self.n, int) or self.n < 1:
             raise ValueError(f"n must be at least 1, got {self.n}.")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be non-negative, got {self.temperature}.")
+        if not math.isfinite(self.temperature) or not 0 <= self.temperature <= 2:
+            raise ValueError(f"temperature must be in [0, 2], got {self.temperature}.")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}.")
+        if not isinstance(self.top_k, int) or self.top_k < -1:
+            raise ValueError(f"top_k must be 0 (disable), or at least 1, got {self.top_k}.")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}.")
+        if self.logprobs is not None and self.logprobs != -1 and self.logprobs < 0:
+            raise ValueError(f"logprobs must be non-negative or -1, got {self.logprobs}.")
 
 
 @dataclass
@@ -91,6 +113,10 @@ class LLM:
     def __init__(self, model: str, *, revision: str | None = None, seed: int = 0, max_logprobs: int = 20,
                  max_model_len: int | None = None, **engine_args: Any) -> None:  # fmt: skip
         from transformers import AutoConfig, AutoTokenizer
+
+        for name in engine_args:  # LLM's **kwargs become EngineArgs(**kwargs), a dataclass
+            if name not in ENGINE_ARGS:
+                raise TypeError(f"EngineArgs.__init__() got an unexpected keyword argument '{name}'")
 
         self.tokenizer = AutoTokenizer.from_pretrained(model, revision=revision)
         derived = int(AutoConfig.from_pretrained(model, revision=revision).max_position_embeddings)
