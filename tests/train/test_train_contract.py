@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from train_helpers import make_trainer
 
 from maxk.objectives import compute_advantages
@@ -180,3 +181,23 @@ def test_k_schedule_reaches_the_advantages(tiny_model_dir, tmp_path):
     expect = compute_advantages("bon_mean", batch["rewards"].double()[order].view(-1, n), k=1)
     assert torch.allclose(batch["advantages"][order].double(), expect.view(-1), atol=1e-6)
     assert trainer._metrics["train"]["bon_k"][-1] == 1.0
+
+
+def test_trl_loads_the_policy_in_the_dtype_model_init_kwargs_names(tiny_model_dir):
+    """TRL 1.16 loads a model given by path in float32 unless model_init_kwargs names a dtype: the paper
+    config's train.model_dtype (bfloat16) must reach it (maxk.train.launch.grpo_kwargs)."""
+    from trl.trainer.utils import create_model_from_path
+
+    from maxk.train.launch import grpo_kwargs, run_config
+
+    assert create_model_from_path(str(tiny_model_dir)).dtype == torch.float32  # TRL's default
+    paper = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / "paper.yaml").read_text())
+    from maxk.config import job_config
+
+    train = job_config({"train": paper["train"]}, ("train",))["train"]
+    effective = run_config(train, {"method": "grpo"})
+    gpu = grpo_kwargs(effective, output_dir="x", seed=1, use_cpu=False)["model_init_kwargs"]
+    assert gpu == {"dtype": "bfloat16"}
+    assert create_model_from_path(str(tiny_model_dir), **gpu).dtype == torch.bfloat16
+    cpu = grpo_kwargs(effective, output_dir="x", seed=1, use_cpu=True)["model_init_kwargs"]
+    assert cpu == {"dtype": "float32"}  # a CPU run keeps float32 whatever the config says

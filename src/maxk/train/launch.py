@@ -123,6 +123,8 @@ def grpo_kwargs(effective: dict[str, Any], *, output_dir: str, seed: int, use_cp
         report_to="none",
         disable_dropout=True,
         use_cpu=use_cpu,
+        # TRL loads the policy (and the reference, beta > 0) in float32 unless told: 30 GB per copy at 7B
+        model_init_kwargs={"dtype": "float32" if use_cpu else effective["model_dtype"]},
         dataloader_num_workers=0,
         log_completions=False,
         scale_rewards="group",  # irrelevant: advantages come from maxk.objectives
