@@ -8,7 +8,7 @@ import pytest
 from vllm_standin import EOS, FakeLLM, SamplingParams
 
 from maxk.generate.backends import SamplingParams as Params
-from maxk.generate.vllm import VLLMBackend, approx_entropy
+from maxk.generate.vllm import VLLMBackend, approx_entropy, convert_completion, flat_statistics
 
 
 def _backend(**kw):
@@ -54,6 +54,35 @@ def test_samples_logprobs_and_approx_entropy():
             else:
                 assert s.num_tokens == 12
     assert {s.finish_reason for x in out for s in x} == {"stop", "length"}
+
+
+def test_flat_logprobs_are_asked_for_and_read_as_the_mapping_format_would_be():
+    b, llm = _backend(entropy_top_logprobs=5)
+    b.generate(["a"], [3], Params(n=6, max_new_tokens=10))
+    ((_, (sp,)),) = llm.calls
+    assert sp.flat_logprobs  # one flat set of lists per completion, not a mapping per position
+    mapping = FakeLLM(**llm.kwargs)
+    sp.flat_logprobs = False
+    (request,) = mapping.generate(["a"], [sp])
+    flat_out = b.generate(["a"], [3], Params(n=6, max_new_tokens=10))[0]
+    for completion in request.outputs:
+        assert isinstance(completion.logprobs, list)
+        want = convert_completion(completion, entropy_top_logprobs=5)
+        got = flat_out[completion.index]
+        assert got.token_ids == want.token_ids
+        assert got.sum_logprob == pytest.approx(want.sum_logprob, abs=1e-9)
+        assert got.mean_entropy == pytest.approx(want.mean_entropy, abs=1e-9)
+
+
+def test_flat_logprobs_without_the_sampled_token_are_an_error():
+    from vllm_standin import _objects
+
+    flat = _objects.FlatLogprobs.of(
+        [{1: _objects.Logprob(-0.1, 1, None)}, {2: _objects.Logprob(-0.2, 1, None)}]
+    )
+    assert flat_statistics(flat, [1, 2])[0] == pytest.approx(-0.3)
+    with pytest.raises(RuntimeError, match="lack the sampled token"):
+        flat_statistics(flat, [1, 3])
 
 
 def test_full_vocab_logprobs_give_exact_entropy_value():

@@ -130,7 +130,7 @@ class FakeLLM:
                         text=text,
                         token_ids=ids,
                         cumulative_logprob=cum,
-                        logprobs=positions,
+                        logprobs=_objects.FlatLogprobs.of(positions) if sp.flat_logprobs else positions,
                         finish_reason=finish,
                         stop_reason=None,
                     )

@@ -3,8 +3,9 @@
 vLLM is imported lazily (it is in the ``gpu`` extra only). The adapter reads the documented fields of
 vLLM's outputs: ``RequestOutput.outputs`` -> ``CompletionOutput(index, text, token_ids,
 cumulative_logprob, logprobs, finish_reason, stop_reason)``, where ``logprobs`` is one
-``{token_id: Logprob(logprob, rank, decoded_token)}`` mapping per generated token (a list, or vLLM's
-``FlatLogprobs`` which behaves like one) containing the sampled token plus the top-``k`` tokens.
+``{token_id: Logprob(logprob, rank, decoded_token)}`` mapping per generated token containing the
+sampled token plus the top-``k`` tokens; the adapter asks for vLLM's ``FlatLogprobs`` (the same entries
+in flat lists, a constant number of Python objects per completion) and reads those lists directly.
 
 Log-probs: the LLM is built with ``logprobs_mode="processed_logprobs"`` (configurable), so they refer to
 the distribution after temperature/top-p, like the transformers backend. Entropy: vLLM returns only the
@@ -35,6 +36,28 @@ def approx_entropy(position: Mapping[int, Any]) -> float:
     return h
 
 
+def flat_statistics(flat: Any, token_ids: Sequence[int]) -> tuple[float, float]:
+    """``(sum of the sampled tokens' log-probs, sum over positions of approx_entropy)`` of vLLM's
+    ``FlatLogprobs`` (``SamplingParams(flat_logprobs=True)``), read from its flat lists without building
+    a mapping per position. Each position holds the sampled token exactly once (vLLM adds it to the
+    top-k when it is not among them)."""
+    import numpy as np
+
+    starts, ends = np.asarray(flat.start_indices), np.asarray(flat.end_indices)
+    ids, lps = np.asarray(flat.token_ids), np.asarray(flat.logprobs, dtype=np.float64)
+    position = np.repeat(np.arange(len(starts)), ends - starts)
+    sampled = ids == np.asarray(token_ids)[position]
+    if np.bincount(position[sampled], minlength=len(starts)).tolist() != [1] * len(starts):
+        raise RuntimeError("vLLM's flat log-probs lack the sampled token at some position")
+    p = np.exp(lps)  # -inf -> 0
+    terms = np.where(p > 0, -p * np.where(p > 0, lps, 0.0), 0.0)
+    entropy = np.bincount(position, weights=terms, minlength=len(starts))
+    rest = 1.0 - np.bincount(position, weights=p, minlength=len(starts))
+    tail = rest > 1e-12
+    entropy[tail] -= rest[tail] * np.log(rest[tail])
+    return float(lps[sampled].sum()), float(entropy.sum())
+
+
 def convert_completion(output: Any, *, entropy_top_logprobs: int) -> Sample:
     """One vLLM ``CompletionOutput`` -> :class:`Sample`. The sampled token's log-prob is read from
     each position's mapping (vLLM always includes it); ``cumulative_logprob`` is the fallback."""
@@ -44,14 +67,18 @@ def convert_completion(output: Any, *, entropy_top_logprobs: int) -> Sample:
     positions = output.logprobs
     if positions is not None and len(positions) != len(token_ids):
         raise RuntimeError(f"vLLM returned {len(positions)} logprob positions for {len(token_ids)} tokens")
-    if positions is not None:
+    flat = positions is not None and hasattr(positions, "start_indices")
+    if flat:
+        sum_logprob, sum_entropy = flat_statistics(positions, token_ids)
+    elif positions is not None:
         sum_logprob = float(sum(pos[tok].logprob for pos, tok in zip(positions, token_ids, strict=True)))
     elif output.cumulative_logprob is not None:
         sum_logprob = float(output.cumulative_logprob)
     else:
         raise RuntimeError("vLLM returned neither logprobs nor cumulative_logprob (request logprobs >= 0)")
     if entropy_top_logprobs > 0 and positions is not None and token_ids:
-        mean_entropy: float | None = sum(approx_entropy(pos) for pos in positions) / len(token_ids)
+        total = sum_entropy if flat else sum(approx_entropy(pos) for pos in positions)
+        mean_entropy: float | None = total / len(token_ids)
         kind = "approx"
     else:
         mean_entropy, kind = None, "none"
@@ -86,7 +113,7 @@ class VLLMBackend:
         enforce_eager: bool = False,
         stop_tokens: Sequence[str] = DEFAULT_STOP_TOKENS,
         seed: int = 0,
-        prompts_per_call: int = 64,
+        prompts_per_call: int = 16,
         llm_factory: Callable[..., Any] | None = None,
         sampling_params_cls: Callable[..., Any] | None = None,
     ) -> None:
@@ -147,6 +174,10 @@ class VLLMBackend:
             logprobs=self.entropy_top_logprobs,
             stop_token_ids=self.stop_token_ids,
             skip_special_tokens=True,
+            # flat lists instead of one {token: Logprob} mapping per position: a call of 64 prompts x
+            # 256 samples x 256 tokens x 21 log-probs is ~88 M Logprob objects otherwise
+            # (benchmarks/bench_vllm_logprobs.py)
+            flat_logprobs=True,
         )
 
     def generate(

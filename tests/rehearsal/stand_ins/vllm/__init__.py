@@ -14,8 +14,9 @@ Strict where vLLM is strict (the releases the ``gpu`` extra admits, 0.27-0.30):
   completions when the sequence fills the model (``finish_reason="length"``);
 - ``logprobs`` above the engine's ``max_logprobs`` is refused; ``n`` completions per request, seeded by
   the request's ``seed`` (the same seed gives the same completions);
-- ``CompletionOutput`` / ``Logprob`` field for field: the sampled token is always in a position's
-  log-probs with the top ``logprobs``; a stop token ends ``token_ids`` but not ``text``.
+- ``CompletionOutput`` / ``Logprob`` / ``FlatLogprobs`` field for field: the sampled token is always in a
+  position's log-probs with the top ``logprobs`` (a list of mappings, or flat lists with
+  ``flat_logprobs=True``); a stop token ends ``token_ids`` but not ``text``.
 
 The "model" draws each token from a seeded softmax over the real tokenizer's vocabulary, so the
 completions are junk text in the right encoding: enough to drive every downstream stage.
@@ -39,6 +40,45 @@ class Logprob:
     logprob: float
     rank: int | None = None
     decoded_token: str | None = None
+
+
+@dataclass
+class FlatLogprobs:
+    """vLLM's ``FlatLogprobs`` (``SamplingParams(flat_logprobs=True)``): every position's log-probs in
+    flat lists, position ``i`` at ``[start_indices[i], end_indices[i])``; indexing gives the position's
+    ``{token_id: Logprob}`` as the list format would."""
+
+    start_indices: list[int] = field(default_factory=list)
+    end_indices: list[int] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    ranks: list[int | None] = field(default_factory=list)
+    decoded_tokens: list[str | None] = field(default_factory=list)
+
+    def append(self, position: dict[int, Logprob] | None) -> None:
+        self.start_indices.append(len(self.logprobs))
+        for token_id, lp in (position or {}).items():
+            self.token_ids.append(token_id)
+            self.logprobs.append(lp.logprob)
+            self.ranks.append(lp.rank)
+            self.decoded_tokens.append(lp.decoded_token)
+        self.end_indices.append(len(self.logprobs))
+
+    def __len__(self) -> int:
+        return len(self.start_indices)
+
+    def __getitem__(self, i: int) -> dict[int, Logprob]:
+        a, b = self.start_indices[i], self.end_indices[i]
+        cols = (self.token_ids, self.logprobs, self.ranks, self.decoded_tokens)
+        rows = zip(*(c[a:b] for c in cols), strict=True)
+        return {t: Logprob(lp, r, d) for t, lp, r, d in rows}
+
+    @classmethod
+    def of(cls, positions: list[dict[int, Logprob]]) -> FlatLogprobs:
+        flat = cls()
+        for position in positions:
+            flat.append(position)
+        return flat
 
 
 @dataclass
@@ -66,7 +106,7 @@ class RequestOutput:
 # The fields the stand-in models, at vLLM's defaults.
 _MODELLED = {
     "n": 1, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": 16, "seed": None,
-    "logprobs": None, "stop_token_ids": None, "skip_special_tokens": True,
+    "logprobs": None, "stop_token_ids": None, "skip_special_tokens": True, "flat_logprobs": False,
 }  # fmt: skip
 
 
@@ -187,7 +227,8 @@ class LLM:
                 cumulative = float(sum(p[t].logprob for p, t in zip(positions, toks, strict=True)))
                 completions.append(CompletionOutput(
                     index=j, text=text, token_ids=toks, cumulative_logprob=cumulative,
-                    logprobs=positions if sp.logprobs is not None else None, finish_reason=finish,
+                    logprobs=None if sp.logprobs is None else FlatLogprobs.of(positions) if sp.flat_logprobs
+                    else positions, finish_reason=finish,
                     stop_reason=toks[-1] if finish == "stop" else None,
                 ))  # fmt: skip
             outs.append(RequestOutput(str(r), prompt, ids, None, completions[::-1], True))  # any order
