@@ -3,6 +3,8 @@
 #   paper scale on Slurm:       snakemake --configfile config/paper.yaml --profile profiles/slurm
 # The stages live in workflow/rules/*.smk; paths, final targets and each job's config slice live in
 # the package (src/maxk/workflow/), shared by the rules and the tests.
+import os
+
 from snakemake.utils import min_version
 
 from maxk.config import validate_config
@@ -20,6 +22,10 @@ if not workflow.config_settings.configfiles:
 # Every key checked, and every default filled in, from workflow/schemas/ (maxk.config): a typo fails
 # here, before any job, naming the key.
 validate_config(config)
+
+
+# envs/*.post-deploy.sh install this project into each conda environment (--sdm conda) by this path.
+os.environ["MAXK_WORKFLOW_DIR"] = workflow.basedir
 
 
 report: "workflow/report/workflow.rst"

@@ -43,13 +43,71 @@ def test_conda_envs_parse_and_agree_with_pyproject(env_file: Path) -> None:
     assert env["name"].startswith("maxk-")
     assert "python=3.11" in env["dependencies"]
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
-    assert "-e ../" in pip, "every stage env installs the maxk package itself"
+    # the project is installed by the post-deploy script: a relative path cannot work from Snakemake's copy
+    assert not any(r.startswith("-e") or "/" in r for r in pip), pip
+    assert env_file.with_suffix(".post-deploy.sh").is_file(), "every stage env installs the maxk package"
     pins = pyproject_pins()
     env_pins = requirement_pins(pip)
     assert env_pins, env_file
     for name, spec in env_pins.items():
         assert name in pins, f"{env_file.name}: {name} is not declared in pyproject.toml"
         assert spec == pins[name], f"{env_file.name}: {name}{spec} but pyproject.toml has {name}{pins[name]}"
+
+
+GPU_ONLY = ("vllm", "deepspeed")  # never installed here (CI); the rest of each pip part is
+
+
+@pytest.mark.parametrize("env_file", sorted((ROOT / "envs").glob("*.yaml")), ids=lambda p: p.name)
+def test_conda_env_installs_the_project_from_snakemake_s_copy(env_file: Path, tmp_path: Path) -> None:
+    """As `--sdm conda` does it: the env file and its post-deploy script are copied to
+    .snakemake/conda/<hash>.yaml and <hash>.post-deploy.sh; conda creates the environment (a venv stands
+    in, seeing this venv's packages for the conda-forge and pip parts, never the project itself); pip
+    installs the pip part from a requirements file beside the copy, in that directory; Snakemake runs the
+    copied post-deploy script in the environment, from another directory. Then the stage's entry point
+    must import from it."""
+    import venv
+
+    conda = tmp_path / "work" / ".snakemake" / "conda"
+    conda.mkdir(parents=True)
+    prefix = conda / "0123abcd"
+    (conda / "0123abcd.yaml").write_text(env_file.read_text())
+    deploy = conda / "0123abcd.post-deploy.sh"
+    deploy.write_text(env_file.with_suffix(".post-deploy.sh").read_text())
+    venv.create(prefix, with_pip=True)
+    python = prefix / "bin" / "python"
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    ours = next(p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
+    Path(site, "ci_packages.pth").write_text(ours + "\n")  # a path, not its .pth files: no maxk from here
+    # ensurepip's old setuptools would shadow ours (torch asks for >= 77)
+    subprocess.run(
+        [python, "-m", "pip", "uninstall", "-q", "-y", "setuptools"], check=True, capture_output=True
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{prefix / 'bin'}:{env['PATH']}"
+    assert subprocess.run([python, "-c", "import maxk"], env=env, cwd=tmp_path).returncode != 0
+    pip = next(d["pip"] for d in yaml.safe_load(env_file.read_text())["dependencies"] if isinstance(d, dict))
+    reqs = conda / "condaenv.requirements.txt"
+    reqs.write_text("".join(r + "\n" for r in pip if not r.startswith(GPU_ONLY)))
+    done = subprocess.run([python, "-m", "pip", "install", "--no-index", "-q", "-r", reqs.name],
+                          cwd=conda, env=env, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    env["MAXK_WORKFLOW_DIR"] = str(ROOT)
+    done = subprocess.run(
+        ["bash", str(deploy)], cwd=tmp_path / "work", env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    out = subprocess.run([prefix / "bin" / "maxk", "--help"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and "score" in out.stdout, out.stderr[-2000:]
+    where = subprocess.run([python, "-c", "import maxk; print(maxk.__file__)"], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert where.startswith(str(ROOT / "src"))
+
+
+def test_snakefile_exports_the_workflow_dir_the_post_deploy_scripts_read() -> None:
+    assert 'os.environ["MAXK_WORKFLOW_DIR"] = workflow.basedir' in (ROOT / "Snakefile").read_text()
+    for script in (ROOT / "envs").glob("*.post-deploy.sh"):
+        assert "${MAXK_WORKFLOW_DIR:?" in script.read_text(), script.name
 
 
 def test_gpu_packages_stay_out_of_the_ci_install() -> None:
