@@ -25,7 +25,7 @@ validate_config(config)
 
 
 # envs/*.post-deploy.sh install this project into each conda environment (--sdm conda) by this path.
-os.environ["MAXK_WORKFLOW_DIR"] = workflow.basedir
+os.environ.update(MAXK_WORKFLOW_DIR=workflow.basedir)
 
 
 report: "workflow/report/workflow.rst"
