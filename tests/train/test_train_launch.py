@@ -279,6 +279,7 @@ def test_paper_dag_lists_every_gpu_training_run():
     assert "gpu=8" in text
     # each GPU job is told what it asked for, so it stops at once without CUDA (maxk.gpu)
     assert text.count("--gpus 8 ") >= len(runs)
+    assert text.count("--trackers results/logs/trackers ") >= len(runs)  # live curves (train.report_to)
     assert "--gpus 1 " in next(line for line in text.splitlines() if "maxk generate --model-path" in line)
 
 
@@ -296,3 +297,21 @@ def test_input_fingerprint_follows_content_and_rebuilds(tmp_path):
     os.utime(model / "w.bin", ns=(1, 1))  # rebuilt: same name and size, another time
     assert input_fingerprint(str(model)) != before
     assert input_fingerprint("Qwen/Qwen2.5-Coder-7B-Instruct") == "Qwen/Qwen2.5-Coder-7B-Instruct"
+
+
+def test_each_tracker_writes_under_the_trackers_directory_offline(monkeypatch):
+    from maxk.train.launch import tracker_env
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    assert tracker_env("tensorboard", "logs/trackers", "grpo") == {
+        "TENSORBOARD_LOGGING_DIR": "logs/trackers/tensorboard/grpo"
+    }
+    assert tracker_env("trackio", "logs/trackers", "grpo") == {"TRACKIO_DIR": "logs/trackers/trackio"}
+    wandb = tracker_env("wandb", "logs/trackers", "grpo")
+    assert wandb["WANDB_DIR"] == "logs/trackers/wandb" and wandb["WANDB_MODE"] == "offline"
+    monkeypatch.setenv("WANDB_MODE", "online")  # a user who asks for online keeps it
+    assert tracker_env("wandb", "d", "r")["WANDB_MODE"] == "online"
+    assert tracker_env("none", "d", "r") == {}
+    kw = grpo_kwargs(run_config(_config("config.yaml")["train"], {"method": "grpo"}), output_dir="x", seed=1,
+                     use_cpu=True, run_name="grpo")  # fmt: skip
+    assert (kw["report_to"], kw["run_name"], kw["trackio_static_space_id"]) == ("tensorboard", "grpo", False)

@@ -118,3 +118,30 @@ def test_training_refuses_a_sandbox_whose_programs_can_read_the_host(tiny_model_
     assert not (tmp_path / "out").exists() and not (tmp_path / "m.csv").exists()
     portable["isolation"]["allow_exposed_training"] = True
     assert train_run(config=config, **kw)["steps"] == 1
+
+
+def test_live_curves_reach_tensorboard_with_the_heldout_points(tiny_model_dir, tmp_path, monkeypatch):
+    """train.report_to: every logged number, the held-out curve's points included, lands in the run's
+    own TensorBoard directory under --trackers while it trains."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)
+    data = tmp_path / "train.jsonl.gz"
+    write_jsonl(data, _problems(6))
+    heldout = {"dataset": None, "problems": 2, "samples": 2, "every": 1}
+    train = _train(
+        max_steps=2, beta=0.0, num_iterations=1, max_prompts=4, report_to="tensorboard", heldout=heldout
+    )
+    kw = dict(
+        run="live", model=tiny_model_dir, data=str(data), out=str(tmp_path / "out"), scorer=LengthScorer()
+    )
+    kw.update(metrics=str(tmp_path / "m.csv"), checkpoints=str(tmp_path / "ck"))
+    train_run(
+        config={"seed": 3, "train": train, "run": {"method": "grpo"}}, trackers=str(tmp_path / "tr"), **kw
+    )
+    events = EventAccumulator(str(tmp_path / "tr" / "tensorboard" / "live"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    # transformers' TensorBoardCallback puts every training log under train/
+    assert {"train/reward", "train/entropy", "train/heldout/reward", "train/heldout/pass@1"} <= tags, tags
+    assert [e.step for e in events.Scalars("train/heldout/reward")] == [0, 1, 2]

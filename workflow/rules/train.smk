@@ -100,6 +100,7 @@ rule train:
         ),
         checkpoints=config["train"]["checkpoints"],
         gpus=rule_resources("train").get("gpu", 0),
+        trackers=f"{LOGS}/trackers",
         launch=launch_prefix(
             config["train"]["launch"],
             rule_resources("train").get("gpu", 0),
@@ -109,4 +110,5 @@ rule train:
     shell:
         "{params.launch} train --run {wildcards.run} --config-json {params.config:q} "
         "--model {params.model}{params.revision} --data {input.data}{params.heldout} --out {output.model} "
-        "--metrics {output.metrics} --checkpoints {params.checkpoints} --gpus {params.gpus} > {log} 2>&1"
+        "--metrics {output.metrics} --checkpoints {params.checkpoints} --gpus {params.gpus} "
+        "--trackers {params.trackers} > {log} 2>&1"

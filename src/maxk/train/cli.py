@@ -86,6 +86,7 @@ def _train(args: argparse.Namespace) -> int:
             metrics=args.metrics,
             checkpoints=args.checkpoints,
             heldout_data=args.heldout_data,
+            trackers=args.trackers,
         )
     except SandboxError as exc:
         raise UserError(str(exc)) from None
@@ -138,6 +139,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", required=True, help="output model directory")
     p.add_argument("--metrics", required=True, help="output metrics CSV")
     p.add_argument("--checkpoints", default="work/checkpoints", help="checkpoint root (outside outputs)")
+    p.add_argument(
+        "--trackers",
+        default=None,
+        metavar="DIR",
+        help="live curves (train.report_to) under DIR/{tracker}/ (the rule: results/logs/trackers); "
+        "default: the tracker's own place",
+    )
     p.add_argument(
         "--gpus",
         type=int,

@@ -69,15 +69,22 @@ class HeldoutCurve(TrainerCallback):
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.stop_token_ids, self.seed = stop_token_ids, seed
         self.model: Any = None
+        # called with each point's numbers (step and per-problem rewards left out): the live trackers
+        self.forward: Any = None
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self.model = model
         if not any("heldout/reward" in e for e in state.log_history):
-            state.log_history.append(self.measure(0))
+            self._record(state, self.measure(0))
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step % self.every == 0 or state.global_step == state.max_steps:
-            state.log_history.append(self.measure(state.global_step))
+            self._record(state, self.measure(state.global_step))
+
+    def _record(self, state, point: dict) -> None:
+        state.log_history.append(point)
+        if self.forward is not None:
+            self.forward({k: v for k, v in point.items() if k not in ("step", PROBLEM_REWARDS)})
 
     def measure(self, step: int) -> dict[str, float]:
         from maxk.train.sampling import sample_scored

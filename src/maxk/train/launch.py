@@ -100,7 +100,9 @@ def input_fingerprint(path: str) -> str:
     return str(path)
 
 
-def grpo_kwargs(effective: dict[str, Any], *, output_dir: str, seed: int, use_cpu: bool) -> dict[str, Any]:
+def grpo_kwargs(
+    effective: dict[str, Any], *, output_dir: str, seed: int, use_cpu: bool, run_name: str | None = None
+) -> dict[str, Any]:
     """Keyword arguments of ``MaxKGRPOConfig`` for one run (``effective`` from ``run_config``)."""
     kw: dict[str, Any] = {key: effective[key] for key in PASSTHROUGH if effective.get(key) is not None}
     schedule = effective.get("bon_k_schedule")
@@ -120,7 +122,10 @@ def grpo_kwargs(effective: dict[str, Any], *, output_dir: str, seed: int, use_cp
         save_steps=effective["save_steps"],
         save_total_limit=1,
         logging_steps=1,
-        report_to="none",
+        report_to=effective["report_to"],
+        run_name=run_name,
+        project="maxk",  # trackio's project (wandb's: tracker_env)
+        trackio_static_space_id=False,  # local only: never a Space on the hub
         disable_dropout=True,
         use_cpu=use_cpu,
         # TRL loads the policy (and the reference, beta > 0) in float32 unless told: 30 GB per copy at 7B
@@ -171,3 +176,17 @@ def launch_prefix(launch: dict[str, Any], gpus: int, basedir: str | None = None,
         parts += ["--main_process_port", str(launch["main_process_port"])]
     parts += ["-m", "maxk"]
     return shlex.join(parts)
+
+
+def tracker_env(report_to: str, directory: str, run: str) -> dict[str, str]:
+    """Environment that puts a run's live curves under ``directory`` offline: TensorBoard event files in
+    ``{directory}/tensorboard/{run}``; trackio's database in ``{directory}/trackio``; wandb's offline runs
+    in ``{directory}/wandb`` (``WANDB_MODE=offline`` unless the caller set a mode)."""
+    if report_to == "tensorboard":
+        return {"TENSORBOARD_LOGGING_DIR": os.path.join(directory, "tensorboard", run)}
+    if report_to == "trackio":
+        return {"TRACKIO_DIR": os.path.join(directory, "trackio")}
+    if report_to == "wandb":
+        mode = os.environ.get("WANDB_MODE", "offline")
+        return {"WANDB_DIR": os.path.join(directory, "wandb"), "WANDB_MODE": mode, "WANDB_PROJECT": "maxk"}
+    return {}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from maxk.io import atomic_open, read_jsonl
-from maxk.train.launch import check_run, grpo_kwargs, input_fingerprint, run_config, run_hash
+from maxk.train.launch import check_run, grpo_kwargs, input_fingerprint, run_config, run_hash, tracker_env
 
 #: Metrics CSV columns first in this order (then any other logged key, sorted).
 METRIC_COLUMNS = (
@@ -143,6 +143,7 @@ def train_run(
     checkpoints: str,
     heldout_data: str | None = None,
     scorer: Any = None,
+    trackers: str | None = None,
 ) -> dict[str, Any]:
     """Train one run. ``config``: ``{"seed", "train", "run", "prompt", "sandbox"}`` (subset of the config).
 
@@ -173,7 +174,10 @@ def train_run(
     prompts = [build_prompt(p, tokenizer, config=config["prompt"]) for p in problems]
     dataset = Dataset.from_dict({"prompt": prompts, "problem_id": [p["id"] for p in problems]})
     use_cpu = not _cuda_available()
-    args = MaxKGRPOConfig(**grpo_kwargs(effective, output_dir=str(ckpt_dir), seed=seed, use_cpu=use_cpu))
+    if trackers is not None:  # live curves under this directory (read when the trainer is built)
+        os.environ.update(tracker_env(effective["report_to"], trackers, run))
+    kwargs = grpo_kwargs(effective, output_dir=str(ckpt_dir), seed=seed, use_cpu=use_cpu, run_name=run)
+    args = MaxKGRPOConfig(**kwargs)
 
     with contextlib.ExitStack() as stack:
         if scorer is None:  # our own pool for this run, closed however the run ends
@@ -187,10 +191,13 @@ def train_run(
             model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer
         )
         if effective["heldout"]:
-            pool = heldout_data or data
-            trainer.add_callback(
-                _heldout_curve(effective, pool, problems, tokenizer, scorer, trainer, seed, config["prompt"])
+            pool, prompt_cfg = heldout_data or data, config["prompt"]
+            curve = _heldout_curve(effective, pool, problems, tokenizer, scorer, trainer, seed, prompt_cfg)
+            # each point also reaches the live trackers (not trainer.log: TRL's log flushes its metrics)
+            curve.forward = lambda logs: trainer.callback_handler.on_log(
+                trainer.args, trainer.state, trainer.control, logs
             )
+            trainer.add_callback(curve)
         last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
         start = time.perf_counter()
         trainer.train(resume_from_checkpoint=last)
