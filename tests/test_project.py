@@ -119,20 +119,12 @@ def test_gpu_packages_stay_out_of_the_ci_install() -> None:
 
 # What each vLLM release requires of the two packages we pin (torch, transformers), read from the
 # METADATA of its x86_64 wheel on PyPI on 2026-11-25 (PEP 658 .metadata files; 0.30+ from the wheel).
-VLLM_REQUIRES = {
-    "0.22.0": ("==2.11.0", ">=4.56.0,!=5.0.*,!=5.1.*,!=5.2.*,!=5.3.*,!=5.4.*,!=5.5.0"),
-    "0.22.1": ("==2.11.0", ">=4.56.0,!=5.0.*,!=5.1.*,!=5.2.*,!=5.3.*,!=5.4.*,!=5.5.0"),
-    "0.23.0": ("==2.11.0", ">=4.56.0,!=5.0.*,!=5.1.*,!=5.2.*,!=5.3.*,!=5.4.*,!=5.5.0"),
-    "0.24.0": ("==2.11.0", ">=5.5.3"),
-    "0.25.0": ("==2.11.0", ">=5.5.3"),
-    "0.25.1": ("==2.11.0", ">=5.5.3"),
-    "0.26.0": ("==2.11.0", ">=5.5.3"),
-    "0.27.0": ("==2.13.0", ">=5.5.3"),
-    "0.27.1": ("==2.13.0", ">=5.5.3"),
-    "0.28.0": ("==2.13.0", ">=5.5.3"),
-    "0.29.0": ("==2.13.0", ">=5.10.4"),
-    "0.30.0": ("==2.13.0", ">=5.10.4"),
-    "0.31.0": ("==2.13.0", ">=5.10.4,<5.18.0"),
+VLLM_REQUIRES = {  # releases: (torch, transformers)
+    ("0.22.0", "0.22.1", "0.23.0"): ("==2.11.0", ">=4.56.0,!=5.0.*,!=5.1.*,!=5.2.*,!=5.3.*,!=5.4.*,!=5.5.0"),
+    ("0.24.0", "0.25.0", "0.25.1", "0.26.0"): ("==2.11.0", ">=5.5.3"),
+    ("0.27.0", "0.27.1", "0.28.0"): ("==2.13.0", ">=5.5.3"),
+    ("0.29.0", "0.30.0"): ("==2.13.0", ">=5.10.4"),
+    ("0.31.0",): ("==2.13.0", ">=5.10.4,<5.18.0"),
 }
 
 
@@ -141,12 +133,11 @@ def test_vllm_range_admits_exactly_the_releases_our_torch_and_transformers_pins_
 
     pins = pyproject_pins()
     torch, transformers = pins["torch"].removeprefix("=="), pins["transformers"].removeprefix("==")
+    table = {v: needs for versions, needs in VLLM_REQUIRES.items() for v in versions}
     works = {
-        v
-        for v, (t, tf) in VLLM_REQUIRES.items()
-        if torch in SpecifierSet(t) and transformers in SpecifierSet(tf)
+        v for v, (t, tf) in table.items() if torch in SpecifierSet(t) and transformers in SpecifierSet(tf)
     }
-    admitted = {v for v in VLLM_REQUIRES if v in SpecifierSet(pins["vllm"])}
+    admitted = {v for v in table if v in SpecifierSet(pins["vllm"])}
     assert admitted == works, f"vllm{pins['vllm']} admits {sorted(admitted)}; these work: {sorted(works)}"
     # trl's own vllm extra (trl 1.16: >=0.22.0,<=0.31.0) must contain ours
     assert all(v in SpecifierSet(">=0.22.0,<=0.31.0") for v in admitted)
