@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from maxk.io import atomic_open, read_jsonl, write_jsonl
-from maxk.provenance import config_hash, provenance_record, write_provenance
+from maxk.provenance import config_hash, cpu_description, provenance_record, write_provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -190,6 +190,12 @@ def test_provenance(tmp_path: Path) -> None:
     assert config_hash(cfg) != config_hash({"seed": 4, "b": [1, 2]})
     rec = provenance_record(cfg, seeds={"seed": 3})
     assert rec["packages"]["numpy"] and rec["config_hash"] == config_hash(cfg)
+    import torch  # loaded: the record names the instruction set torch's CPU kernels use
+
+    assert provenance_record()["cpu"]["torch_capability"] == torch.backends.cpu.get_cpu_capability()
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\nflags\t: fpu\n")
+    assert cpu_description(info)["model"] == "Intel(R) Xeon(R) Processor"
     path = write_provenance(tmp_path / "model_dir", config=cfg)
     assert path == tmp_path / "model_dir" / "provenance.json"
     assert json.loads(path.read_text())["seeds"] is None
