@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 from conftest import scores_frame, synthetic_rewards
 
-from maxk.analysis.compare import compare_runs, default_metrics, heldout_rise, paired_effect
+from maxk.analysis.compare import compare_runs, default_metrics, heldout_rise
 from maxk.analysis.per_problem import compute_metrics, reward_matrix
+from maxk.analysis.stats import paired_interval
 from maxk.cli import main
 
 
@@ -16,15 +17,15 @@ def metrics(level: float, seed: int, p: int = 30, n: int = 8) -> pd.DataFrame:
     return compute_metrics(reward_matrix(scores_frame(synthetic_rewards(p, n, level, seed), "ds")))
 
 
-def test_paired_effect_is_the_mean_difference_with_a_percentile_interval_of_resampled_problems():
+def test_paired_interval_is_the_mean_difference_with_a_percentile_interval_of_resampled_problems():
     a = np.array([0.5, 0.7, 0.9, 0.2])
     b = np.array([0.4, 0.7, 0.6, 0.3])
-    effect, low, high = paired_effect(a, b, seed=1, resamples=4000, confidence=0.95)
+    effect, low, high = paired_interval(a - b, seed=1, resamples=4000, confidence=0.95)
     assert effect == pytest.approx(0.075)
     d = a - b
     assert d.min() <= low < effect < high <= d.max()
     # pairing matters: a constant shift has a zero-width interval however spread the problems are
-    effect, low, high = paired_effect(a + 0.1, a, seed=1, resamples=500, confidence=0.95)
+    effect, low, high = paired_interval((a + 0.1) - a, seed=1, resamples=500, confidence=0.95)
     assert effect == pytest.approx(0.1) and low == pytest.approx(0.1) and high == pytest.approx(0.1)
 
 

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from maxk.analysis.per_problem import metric_column, parse_metric_column
-from maxk.analysis.stats import bootstrap_ci, bootstrap_counts, derive_seed, holm
+from maxk.analysis.stats import derive_seed, holm, paired_interval
 
 __all__ = [
     "CLAIMS",
@@ -229,13 +229,14 @@ def instrument_check(
     values = _aligned(series, "instrument")
     d = values[INSTRUMENT_RUN] - values[INSTRUMENT_BASE]
     boot = cfg["bootstrap"]
-    counts = bootstrap_counts(len(d), int(boot["resamples"]), derive_seed(seed, "claims", "instrument"))
-    low, high = bootstrap_ci(d, counts, float(boot["confidence"]))
+    resamples, confidence = int(boot["resamples"]), float(boot["confidence"])
+    effect, low, high = paired_interval(
+        d, seed=derive_seed(seed, "claims", "instrument"), resamples=resamples, confidence=confidence
+    )
     out["objective"] = {
         "run": INSTRUMENT_RUN, "base": INSTRUMENT_BASE, "metric": INSTRUMENT_METRIC, "dataset": dataset,
         "a_value": float(values[INSTRUMENT_RUN].mean()), "b_value": float(values[INSTRUMENT_BASE].mean()),
-        "effect": float(d.mean()), "ci_low": float(low), "ci_high": float(high), "n_problems": len(d),
-        "ok": bool(low > 0),
+        "effect": effect, "ci_low": low, "ci_high": high, "n_problems": len(d), "ok": bool(low > 0),
     }  # fmt: skip
     reasons = [] if low > 0 else [f"{INSTRUMENT_METRIC} interval [{low:.3f}, {high:.3f}] is not above zero"]
     if curve:
@@ -243,13 +244,12 @@ def instrument_check(
         out["curve"] = {"points": [list(p) for p in curve], "first": first, "last": last, "ok": last > first}
         if endpoints is not None:
             rise = endpoints[1] - endpoints[0]
-            rseed = derive_seed(seed, "claims", "heldout")
-            counts = bootstrap_counts(len(rise), int(boot["resamples"]), rseed)
-            c_low, c_high = bootstrap_ci(rise, counts, float(boot["confidence"]))
+            mean, c_low, c_high = paired_interval(
+                rise, seed=derive_seed(seed, "claims", "heldout"), resamples=resamples, confidence=confidence
+            )
             out["curve"].update(
-                effect=float(rise.mean()), ci_low=float(c_low), ci_high=float(c_high), n_problems=len(rise),
-                ok=bool(c_low > 0),
-            )  # fmt: skip
+                effect=mean, ci_low=c_low, ci_high=c_high, n_problems=len(rise), ok=bool(c_low > 0)
+            )
             if c_low <= 0:
                 reasons.append(
                     f"held-out reward {first:.3f} -> {last:.3f}: interval of the rise "
@@ -387,11 +387,11 @@ def evaluate_claims(
         a, row["a"] = _combine(claim.a, values)
         b, row["b"] = _combine(claim.b, values)
         d = a - b
-        counts = bootstrap_counts(len(d), resamples, derive_seed(seed, "claims", claim.id))
-        low, high = bootstrap_ci(d, counts, confidence)
-        row.update(a_value=float(a.mean()), b_value=float(b.mean()), effect=float(d.mean()),
-                   ci_low=float(low), ci_high=float(high), n_problems=len(d),
-                   direction=bool(d.mean() > 0))  # fmt: skip
+        effect, low, high = paired_interval(
+            d, seed=derive_seed(seed, "claims", claim.id), resamples=resamples, confidence=confidence
+        )
+        row.update(a_value=float(a.mean()), b_value=float(b.mean()), effect=effect, ci_low=low, ci_high=high,
+                   n_problems=len(d), direction=bool(effect > 0))  # fmt: skip
         if np.all(d == 0):
             row["note"] = "all differences are zero: the test is undefined"
         else:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from maxk.analysis.claims import heldout_curve, heldout_endpoints
-from maxk.analysis.stats import bootstrap_ci, bootstrap_counts, derive_seed
+from maxk.analysis.stats import derive_seed, paired_interval
 
 
 def default_metrics(frame: pd.DataFrame) -> list[str]:
@@ -25,15 +24,6 @@ def default_metrics(frame: pd.DataFrame) -> list[str]:
     if not ks:
         raise ValueError("the metrics frame has no pass@k column")
     return list(dict.fromkeys(["max@1", "pass@1", f"pass@{ks[-1]}", f"max@{ks[-1]}"]))
-
-
-def paired_effect(
-    a: np.ndarray, b: np.ndarray, *, seed: int, resamples: int, confidence: float
-) -> tuple[float, float, float]:
-    """``(mean(a - b), low, high)``: the paired percentile bootstrap interval over problems."""
-    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
-    low, high = bootstrap_ci(d, bootstrap_counts(len(d), resamples, seed), confidence)
-    return float(d.mean()), float(low), float(high)
 
 
 def compare_runs(
@@ -60,8 +50,8 @@ def compare_runs(
         for m in metrics:
             if m not in cur or m not in ref:
                 raise ValueError(f"{run}: no column {m!r} in both metrics frames")
-            effect, low, high = paired_effect(
-                cur[m].to_numpy(), ref[m].to_numpy(), seed=derive_seed(seed, "compare", run, m),
+            effect, low, high = paired_interval(
+                cur[m].to_numpy() - ref[m].to_numpy(), seed=derive_seed(seed, "compare", run, m),
                 resamples=resamples, confidence=confidence,
             )  # fmt: skip
             rows.append(
@@ -82,8 +72,8 @@ def heldout_rise(
     out: dict = {"steps": int(train_metrics["step"].max()), "first": curve[0][1], "last": curve[-1][1]}
     ends = heldout_endpoints(train_metrics)
     if ends is not None:
-        effect, low, high = paired_effect(
-            ends[1], ends[0], seed=derive_seed(seed, "compare", "heldout"), resamples=resamples,
+        effect, low, high = paired_interval(
+            ends[1] - ends[0], seed=derive_seed(seed, "compare", "heldout"), resamples=resamples,
             confidence=confidence,
         )  # fmt: skip
         out.update(effect=effect, ci_low=low, ci_high=high, n_problems=len(ends[0]))

@@ -77,6 +77,16 @@ def bootstrap_ci(
     return (low[0], high[0]) if squeeze else (low, high)
 
 
+def paired_interval(
+    d: ArrayLike, *, seed: int, resamples: int, confidence: float
+) -> tuple[float, float, float]:
+    """``(mean, low, high)`` of paired differences ``d`` (one per problem): their mean and its percentile
+    bootstrap interval, the problems resampled with ``bootstrap_counts(len(d), resamples, seed)``."""
+    d = np.asarray(d, dtype=np.float64)
+    low, high = bootstrap_ci(d, bootstrap_counts(len(d), resamples, seed), confidence)
+    return float(d.mean()), float(low), float(high)
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm-Bonferroni adjusted p-values (NaN entries are kept as NaN and not counted)."""
     p = np.asarray(pvalues, dtype=np.float64)

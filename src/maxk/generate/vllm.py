@@ -50,7 +50,7 @@ def flat_statistics(flat: Any, token_ids: Sequence[int]) -> tuple[float, float]:
     if np.bincount(position[sampled], minlength=len(starts)).tolist() != [1] * len(starts):
         raise RuntimeError("vLLM's flat log-probs lack the sampled token at some position")
     p = np.exp(lps)  # -inf -> 0
-    terms = np.where(p > 0, -p * np.where(p > 0, lps, 0.0), 0.0)
+    terms = -p * np.where(p > 0, lps, 0.0)  # a -inf log-prob (p = 0) adds nothing
     entropy = np.bincount(position, weights=terms, minlength=len(starts))
     rest = 1.0 - np.bincount(position, weights=p, minlength=len(starts))
     tail = rest > 1e-12
