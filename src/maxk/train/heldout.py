@@ -60,6 +60,7 @@ class HeldoutCurve(TrainerCallback):
         top_p: float,
         stop_token_ids: list[int],
         seed: int,
+        forward: Any = None,
     ) -> None:
         if every < 1 or samples < 1:
             raise ValueError(f"heldout every and samples must be >= 1, got {every} and {samples}")
@@ -70,7 +71,7 @@ class HeldoutCurve(TrainerCallback):
         self.stop_token_ids, self.seed = stop_token_ids, seed
         self.model: Any = None
         # called with each point's numbers (step and per-problem rewards left out): the live trackers
-        self.forward: Any = None
+        self.forward = forward
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self.model = model

@@ -191,13 +191,10 @@ def train_run(
             model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer
         )
         if effective["heldout"]:
-            pool, prompt_cfg = heldout_data or data, config["prompt"]
-            curve = _heldout_curve(effective, pool, problems, tokenizer, scorer, trainer, seed, prompt_cfg)
-            # each point also reaches the live trackers (not trainer.log: TRL's log flushes its metrics)
-            curve.forward = lambda logs: trainer.callback_handler.on_log(
-                trainer.args, trainer.state, trainer.control, logs
+            pool = heldout_data or data
+            trainer.add_callback(
+                _heldout_curve(effective, pool, problems, tokenizer, scorer, trainer, seed, config["prompt"])
             )
-            trainer.add_callback(curve)
         last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
         start = time.perf_counter()
         trainer.train(resume_from_checkpoint=last)
@@ -254,6 +251,10 @@ def _heldout_curve(effective, data, problems, tokenizer, scorer, trainer, seed, 
         top_p=float(effective["top_p"]),
         stop_token_ids=list(trainer.eos_token_ids),
         seed=seed,
+        # each point also reaches the live trackers (not trainer.log: TRL's log flushes its metrics)
+        forward=lambda logs: trainer.callback_handler.on_log(
+            trainer.args, trainer.state, trainer.control, logs
+        ),
     )
 
 
