@@ -37,12 +37,17 @@ def pyproject_pins() -> dict[str, str]:
     return requirement_pins(reqs)
 
 
+def env_pip(env: dict) -> list[str]:
+    """The pip part of a conda environment file's dependencies."""
+    return next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+
+
 @pytest.mark.parametrize("env_file", sorted((ROOT / "envs").glob("*.yaml")), ids=lambda p: p.name)
 def test_conda_envs_parse_and_agree_with_pyproject(env_file: Path) -> None:
     env = yaml.safe_load(env_file.read_text())
     assert env["name"].startswith("maxk-")
     assert "python=3.11" in env["dependencies"]
-    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    pip = env_pip(env)
     # the project is installed by the post-deploy script: a relative path cannot work from Snakemake's copy
     assert not any(r.startswith("-e") or "/" in r for r in pip), pip
     assert env_file.with_suffix(".post-deploy.sh").is_file(), "every stage env installs the maxk package"
@@ -86,7 +91,7 @@ def test_conda_env_installs_the_project_from_snakemake_s_copy(env_file: Path, tm
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
     env["PATH"] = f"{prefix / 'bin'}:{env['PATH']}"
     assert subprocess.run([python, "-c", "import maxk"], env=env, cwd=tmp_path).returncode != 0
-    pip = next(d["pip"] for d in yaml.safe_load(env_file.read_text())["dependencies"] if isinstance(d, dict))
+    pip = env_pip(yaml.safe_load(env_file.read_text()))
     reqs = conda / "condaenv.requirements.txt"
     reqs.write_text("".join(r + "\n" for r in pip if not r.startswith(GPU_ONLY)))
     done = subprocess.run([python, "-m", "pip", "install", "--no-index", "-q", "-r", reqs.name],
