@@ -5,7 +5,7 @@ CPU rules must not ask for GPUs. Reads the submission record (JSON) on stdin; ex
 import json
 import sys
 
-GPU_RULES = {"train", "generate_shard"}
+GPU_RULES = {"train", "generate_shard", "entropy_rescore"}
 rec = json.load(sys.stdin)
 opts, rule = rec["opts"], rec["rule"]
 gpus = opts.get("gpus") or opts.get("gres")

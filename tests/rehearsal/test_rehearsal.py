@@ -44,11 +44,15 @@ def test_paper_config_rehearsal(tmp_path):
         "data_build",
         "train",
         "generate_shard",
+        "entropy_rescore",
         "score",
         "analysis_lab",
         "environment",
         "analysis_contamination",
     }
     assert rules["analysis_contamination"] == 1
+    assert rules["entropy_rescore"] == len(config["analysis"]["figures"]["entropy"]["models"])
+    estimates = (results / "figures" / "entropy_estimates.md").read_text()
+    assert "| approx |" in estimates  # vLLM's top-k bound beside the exact entropy
     assert rules["train"] == len(config["runs"]) and rules["score"] == rules["generate_shard"] > 50
     assert Path(tmp_path / "hf").is_dir()

@@ -79,9 +79,9 @@ def test_final_targets_cover_every_declared_output(name):
 
 #: Which slices each top-level section reaches (the environment record reaches all of them).
 REACHES = {
-    "seed": {"base_model", "rl_prompts", "train", "generate_shard"},
-    "generate": {"generate_shard"},
-    "prompt": {"data_build", "base_model", "rl_prompts", "train", "generate_shard"},
+    "seed": {"base_model", "rl_prompts", "train", "generate_shard", "entropy_rescore"},
+    "generate": {"generate_shard", "entropy_rescore"},
+    "prompt": {"data_build", "base_model", "rl_prompts", "train", "generate_shard", "entropy_rescore"},
     "sandbox": {"base_model", "rl_prompts", "train", "score"},
     "train": {"train"},
     "base_model": {"base_model"},

@@ -9,6 +9,20 @@ from maxk.workflow import targets as T
 ANALYSIS = config["analysis"]
 #: (metrics pairs, samples pairs) the claims read
 CLAIMS_PAIRS = T.claims_pairs(ANALYSIS)
+#: figure 2's (model, dataset) pairs re-scored for the exact entropy (figures.entropy.rescore)
+RESCORE_PAIRS = T.rescore_pairs(ANALYSIS)
+ENTROPY_ESTIMATES = (
+    {
+        ext: report(
+            P.entropy_estimates(ext),
+            caption="../report/analysis_entropy_estimates.rst",
+            category="Figures",
+        )
+        for ext in ("csv", "md")
+    }
+    if RESCORE_PAIRS
+    else {}
+)
 
 
 # Aggregation over small per-pair files takes seconds even at paper scale (every metric, table and
@@ -142,8 +156,10 @@ rule analysis_figure_passk:
 
 rule analysis_figure_entropy:
     input:
-        T.samples_files(T.figure_pairs(ANALYSIS, "entropy")),
+        samples=T.samples_files(T.figure_pairs(ANALYSIS, "entropy")),
+        rescored=T.rescored_files(RESCORE_PAIRS),
     output:
+        **ENTROPY_ESTIMATES,
         pdf=f"{RESULTS}/figures/entropy.pdf",
         png=report(
             f"{RESULTS}/figures/entropy.png",
@@ -165,7 +181,7 @@ rule analysis_figure_entropy:
         stem=lambda w, output: os.path.splitext(output.pdf)[0],
     shell:
         "maxk analyze figure entropy --config-json {params.cfg:q} --seed {params.seed} "
-        "--samples {input} --output-stem {params.stem} > {log} 2>&1"
+        "--samples {input.samples} --rescored {input.rescored} --output-stem {params.stem} > {log} 2>&1"
 
 
 rule analysis_figure_maxk:

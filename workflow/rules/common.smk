@@ -37,3 +37,9 @@ def resources_of(name, table=None):
     caps (maxk.workflow.resources), gpu if any. `table` replaces config['resources'] lookups for
     rules that compute their own (generation)."""
     return retry_resources(rule_resources(name) if table is None else table)
+
+
+def rescore_setting(key):
+    """`params:` value `key` of analysis.figures.entropy.rescore, read only when a job exists (the
+    re-scoring rule is requested only when figure 2 and its rescore are configured)."""
+    return lambda wc: config["analysis"]["figures"]["entropy"]["rescore"][key]

@@ -84,3 +84,44 @@ if not GEN_SINGLE:
             **resources_of("merge_samples"),
         shell:
             "maxk generate merge --output {output.samples} {input.shards} > {log} 2>&1"
+
+
+# Figure 2's models, re-scored on a fixed subsample with transformers (analysis.figures.entropy.rescore):
+# the exact full-vocabulary entropy beside vLLM's top-k bound (maxk.generate.rescore). A GPU job at
+# paper scale, like generation.
+
+
+rule entropy_rescore:
+    input:
+        samples=P.samples("{model}", "{dataset}"),
+        problems=P.data("{dataset}"),
+        model=lambda wc: P.model_inputs(config, wc.model),
+    output:
+        rescored=P.entropy_rescored("{model}", "{dataset}"),
+        manifest=P.entropy_rescored("{model}", "{dataset}", ".manifest.json"),
+    log:
+        f"{LOGS}/generate/rescore/{{model}}/{{dataset}}.log",
+    benchmark:
+        f"{BENCH}/generate/rescore/{{model}}/{{dataset}}.tsv"
+    wildcard_constraints:
+        model=r"[A-Za-z0-9_.\-]+",
+        dataset=r"[A-Za-z0-9_.\-]+",
+    conda:
+        "../../envs/generate.yaml"
+    threads: GEN_RES["threads"]
+    resources:
+        **resources_of("generate_shard", GEN_RES),
+    params:
+        config=lambda wc: config_json("entropy_rescore"),
+        model_path=lambda wc: P.model_path(config, wc.model),
+        revision=lambda wc: P.model_revision_arg(config, wc.model),
+        problems=rescore_setting("problems"),
+        samples=rescore_setting("samples"),
+        batch_size=rescore_setting("batch_size"),
+        gpus=GEN_RES.get("gpu", 0),
+    shell:
+        "maxk generate rescore --model-path {params.model_path:q}{params.revision} "
+        "--model-name {wildcards.model} --samples {input.samples} --problems {input.problems} "
+        "--subsample-problems {params.problems} --subsample-samples {params.samples} "
+        "--batch-size {params.batch_size} --threads {threads} --gpus {params.gpus} "
+        "--config-json {params.config:q} --output {output.rescored} > {log} 2>&1"

@@ -69,6 +69,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("kind", choices=["passk", "entropy", "maxk"], help="figure 1, figure 2, or max@k curves")
     inputs(q, metrics=True, samples=True)
     q.add_argument("--dataset", help="dataset (default: the one in config, for passk / entropy)")
+    q.add_argument(
+        "--rescored",
+        nargs="*",
+        default=[],
+        metavar="FILE",
+        help="entropy only: re-scored subsamples .../{model}/{dataset}.parquet (`maxk generate rescore`); "
+        "with them the three entropy estimates and their gaps go to {stem}_estimates.csv/.md",
+    )
     q.add_argument("--output-stem", required=True, help="output path without extension")
     q.set_defaults(handler=_figure)
 
@@ -385,9 +393,42 @@ def _figure(args: argparse.Namespace) -> int:
             samples, labels, args.output_stem, title=cfg["datasets"].get(dataset, {}).get("label", dataset)
         )
         extra = {"entropy_kind": kind}
+        if args.rescored:
+            extra["estimates"] = _entropy_estimates(args, fc["models"], dataset, labels, bkw)
     write_provenance(Path(str(args.output_stem) + ".pdf"), config=cfg, seeds={"seed": args.seed}, **extra)
     print(f"{args.output_stem}.{{pdf,png}} written")
     return 0
+
+
+def _entropy_estimates(
+    args: argparse.Namespace, models: list[str], dataset: str, labels: dict, bkw: dict
+) -> list[str]:
+    """Write ``{stem}_estimates.csv`` and ``.md`` from the re-scored files; return their paths."""
+    import pandas as pd
+
+    from maxk.analysis.figures import entropy_estimates, render_entropy_estimates
+    from maxk.cli import UserError
+    from maxk.io import atomic_path
+
+    found = {}
+    for f in args.rescored:
+        model, ds = Path(f).parent.name, Path(f).name.removesuffix(".parquet")
+        if ds == dataset and model in models:
+            found[model] = pd.read_parquet(f)
+    missing = [m for m in models if m not in found]
+    if missing:
+        raise UserError(
+            f"--rescored: no re-scored file for {missing} on {dataset} (.../{{model}}/{dataset}.parquet)"
+        )
+    table = entropy_estimates({m: found[m] for m in models}, **bkw)
+    csv, md = Path(f"{args.output_stem}_estimates.csv"), Path(f"{args.output_stem}_estimates.md")
+    with atomic_path(csv) as tmp:
+        table.to_csv(tmp, index=False)
+    with atomic_path(md) as tmp:
+        Path(tmp).write_text(
+            render_entropy_estimates(table, labels, confidence=bkw["confidence"]), encoding="utf-8"
+        )
+    return [str(csv), str(md)]
 
 
 def _claims(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -126,6 +127,102 @@ def entropy_per_problem(samples: Mapping[str, pd.DataFrame]) -> tuple[str, dict[
             frame = df.assign(_v=-df["sum_logprob"].astype(float) / tokens.where(tokens > 0))
         out[model] = frame.groupby("problem_id", sort=True)["_v"].mean().dropna()
     return ("exact" if exact else "nll"), out
+
+
+#: Columns of the entropy estimates table (``entropy_estimates``), in order.
+ESTIMATE_COLUMNS: tuple[str, ...] = (
+    "model", "sampled_kind", "samples", "tokens_matched", "nll_disagreement", "problems", "entropy_full",
+    "entropy_sampled", "nll_sampled", "gap_sampled", "gap_sampled_low", "gap_sampled_high", "gap_nll",
+    "gap_nll_low", "gap_nll_high",
+)  # fmt: skip
+
+
+def entropy_estimates(
+    rescored: Mapping[str, pd.DataFrame], *, seed: int, resamples: int, confidence: float
+) -> pd.DataFrame:
+    """One row per model: the three entropy estimates on its re-scored subsample (``maxk.generate.rescore``)
+    and their gaps, each a mean over problems with a paired bootstrap interval over problems.
+
+    Only samples whose re-tokenised length matches the sampled one count; ``nll_disagreement`` is their
+    mean |re-scored - sampled| per-token NLL (numerics of the two engines, or a re-tokenisation of the same
+    length; the stop position's id is a guess, see ``maxk.generate.rescore``). Per problem: the mean over its
+    samples of ``entropy_full`` (exact, full vocabulary), ``entropy_sampled`` (the samples file's value:
+    vLLM's top-k lower bound, or the exact value with transformers) and ``nll_sampled`` (mean negative
+    log-likelihood, figure 2's estimate at paper scale). ``gap_sampled`` = full - sampled (>= 0 for a
+    top-k bound, ~0 for exact), ``gap_nll`` = nll - full (a Monte-Carlo estimate's error, mean ~0).
+    """
+    from maxk.analysis.stats import paired_interval
+
+    rows = []
+    for model, df in rescored.items():
+        ok = df[df["tokens_match"].astype(bool)]
+        kinds = sorted(set(df["entropy_kind"]))
+        per = ok.groupby("problem_id", sort=True)[["entropy_full", "entropy_sampled", "nll_sampled"]].mean()
+        row: dict[str, Any] = {
+            "model": model,
+            "sampled_kind": "/".join(kinds) if kinds else "none",
+            "samples": len(df),
+            "tokens_matched": len(ok),
+            "nll_disagreement": float((ok["nll_rescored"] - ok["nll_sampled"]).abs().mean())
+            if len(ok)
+            else float("nan"),
+            "problems": len(per),
+            "entropy_full": float(per["entropy_full"].mean()) if len(per) else float("nan"),
+            "entropy_sampled": float(per["entropy_sampled"].mean()) if len(per) else float("nan"),
+            "nll_sampled": float(per["nll_sampled"].mean()) if len(per) else float("nan"),
+        }
+        for name, diff in (
+            ("gap_sampled", per["entropy_full"] - per["entropy_sampled"]),
+            ("gap_nll", per["nll_sampled"] - per["entropy_full"]),
+        ):
+            d = diff.dropna().to_numpy()
+            mean, low, high = (
+                paired_interval(d, seed=derive_seed(seed, "entropy", model, name), resamples=resamples,
+                                confidence=confidence)
+                if len(d) else (float("nan"),) * 3
+            )  # fmt: skip
+            row.update({name: mean, f"{name}_low": low, f"{name}_high": high})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(ESTIMATE_COLUMNS))
+
+
+def render_entropy_estimates(
+    table: pd.DataFrame, labels: Mapping[str, str], *, confidence: float, decimals: int = 3
+) -> str:
+    """Markdown for ``entropy_estimates``: one row per model, gaps with their intervals."""
+
+    def f(x: float) -> str:
+        return "-" if x != x else f"{x:.{decimals}f}"
+
+    def gap(r: Any, name: str) -> str:
+        return (
+            "-"
+            if r[name] != r[name]
+            else f"{r[name]:+.{decimals}f} [{r[name + '_low']:+.{decimals}f}, "
+            f"{r[name + '_high']:+.{decimals}f}]"
+        )
+
+    lines = [
+        "| Model | sampled entropy | samples (tokens matched) | NLL disagreement | full-vocabulary entropy "
+        "| sampled entropy | NLL estimate | full - sampled [CI] | NLL - full [CI] |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in table.iterrows():
+        lines.append(
+            f"| {labels.get(r['model'], r['model'])} | {r['sampled_kind']} "
+            f"| {r['samples']} ({r['tokens_matched']}) | {f(r['nll_disagreement'])} "
+            f"| {f(r['entropy_full'])} | {f(r['entropy_sampled'])} | {f(r['nll_sampled'])} "
+            f"| {gap(r, 'gap_sampled')} | {gap(r, 'gap_nll')} |"
+        )
+    note = (
+        "\nMean per-token entropy (nats) on a fixed subsample, re-scored with transformers "
+        "(`maxk generate rescore`): *full-vocabulary* is exact; *sampled* is the samples file's value "
+        "(`approx`: vLLM's top-k lower bound; `exact`: the transformers backend's own); *NLL* is the sampled "
+        "tokens' mean negative log-likelihood, which figure 2 and the entropy claim read when entropies "
+        f"are not exact. Gaps: mean over problems, paired {confidence:.0%} bootstrap interval over "
+        "problems. Only samples whose re-tokenised length equals the sampled one count.\n"
+    )
+    return "\n".join(lines) + "\n" + note
 
 
 def entropy_values(samples: Mapping[str, pd.DataFrame]) -> tuple[str, dict[str, np.ndarray]]:

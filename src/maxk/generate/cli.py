@@ -50,6 +50,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--output", required=True, help="merged samples Parquet")
     m.add_argument("shards", nargs="+", help="shard Parquets in shard order")
     m.set_defaults(handler=_merge)
+    r = msub.add_parser(
+        "rescore",
+        help="full-vocabulary entropy of a fixed subsample of a samples file (transformers)",
+        description="Re-run the generating model, teacher-forced, on the first PROBLEMS problems x first "
+        "SAMPLES samples of a samples file and record each sample's exact full-vocabulary entropy and "
+        "log-probs beside the file's own estimates (maxk.generate.rescore): the gap between vLLM's top-k "
+        "entropy bound and the exact value.",
+    )
+    r.add_argument("--model-path", required=True, help="HF model directory or hub id (the one that sampled)")
+    r.add_argument(
+        "--revision", default=None, help="hub revision (commit) of --model-path when it is a hub id"
+    )
+    r.add_argument("--model-name", required=True, help="the samples file's model name (checked)")
+    r.add_argument(
+        "--samples", required=True, help="samples Parquet (results/samples/{model}/{dataset}.parquet)"
+    )
+    r.add_argument("--problems", required=True, help="the dataset's problem records (to rebuild the prompts)")
+    r.add_argument(
+        "--config-json",
+        required=True,
+        help='JSON with "seed", "generate" and "prompt" (as for maxk generate)',
+    )
+    r.add_argument("--subsample-problems", type=int, required=True, help="the first N problems")
+    r.add_argument("--subsample-samples", type=int, required=True, help="the first M samples of each")
+    r.add_argument("--batch-size", type=int, required=True, help="samples per forward pass")
+    r.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    r.add_argument(
+        "--gpus", type=int, default=0, help="GPUs the job asked for (no usable CUDA: stop at once)"
+    )
+    r.add_argument("--output", required=True, help="re-scored Parquet to write (manifest beside it)")
+    r.set_defaults(handler=_rescore)
 
 
 def _load_problems(path: str) -> list[dict[str, Any]]:
@@ -201,4 +232,52 @@ def _merge(args: argparse.Namespace) -> int:
     except ShardError as exc:
         raise UserError(str(exc)) from exc
     print(f"{args.output}: {manifest['num_rows']} rows from {len(args.shards)} shards")
+    return 0
+
+
+def _rescore(args: argparse.Namespace) -> int:
+    from maxk.cli import UserError
+    from maxk.config import ConfigError, validate_config
+
+    try:
+        config = validate_config(json.loads(args.config_json))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--config-json is not valid JSON ({exc.msg})") from exc
+    except ConfigError as exc:
+        raise UserError(f"--config-json: {exc}") from None
+    from maxk.data.prompts import build_prompt
+    from maxk.generate.rescore import run_rescore
+    from maxk.generate.run import model_fingerprint
+    from maxk.gpu import CudaUnavailableError, require_cuda
+    from maxk.hf_hub import ModelNotFoundError, resolve_model
+
+    try:
+        cuda = require_cuda(args.gpus, f"entropy re-scoring of {args.model_name}")
+        model_dir = resolve_model(args.model_path, args.revision)
+    except (CudaUnavailableError, ModelNotFoundError) as exc:
+        raise UserError(str(exc)) from None
+    gen = config["generate"]
+    if not cuda and gen["transformers"]["device"].startswith("cuda"):  # rehearsal stand-in, or gpu: 0
+        gen = {**gen, "transformers": {**gen["transformers"], "device": "cpu"}}
+    try:
+        manifest = run_rescore(
+            model_dir=model_dir,
+            model_name=args.model_name,
+            samples_path=args.samples,
+            problems=_load_problems(args.problems),
+            build_prompt=lambda tok, problem: build_prompt(problem, tok, config=config["prompt"]),
+            generate_config=gen,
+            subsample=(args.subsample_problems, args.subsample_samples),
+            output=args.output,
+            config=config,
+            model_info={**model_fingerprint(model_dir, args.revision), "ref": args.model_path},
+            threads=args.threads,
+            batch_size=args.batch_size,
+        )
+    except (OSError, ValueError) as exc:
+        raise UserError(str(exc)) from exc
+    print(
+        f"{args.output}: {manifest['num_rows']} samples re-scored, {manifest['tokens_matched']} with the "
+        "sampled token count"
+    )
     return 0

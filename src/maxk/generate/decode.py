@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["DecodeResult", "QwenDecoder", "draw_tokens", "supports"]
+__all__ = ["DecodeResult", "QwenDecoder", "draw_tokens", "sampling_logprobs", "supports"]
 
 #: Compact the batch once this fraction of the running rows has finished.
 COMPACT_FRACTION = 0.25
@@ -46,6 +46,23 @@ def supports(model: Any) -> bool:
     )
 
 
+def sampling_logprobs(scores: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Log-probs ``[rows, vocab]`` (float32) of the distribution sampled from: ``scores`` (logits) divided
+    by ``temperature``, then top-p (the smallest set of most likely tokens whose mass reaches ``top_p``,
+    at least one; the others get log-prob -inf). Shared by sampling (``draw_tokens``) and re-scoring
+    (``maxk.generate.rescore``), so both read the same distribution."""
+    scores = scores.float()
+    if temperature != 1.0:
+        scores = scores / temperature
+    if top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, descending=False, dim=-1)
+        cum = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+        remove = cum <= (1 - top_p)
+        remove[..., -1:] = False  # keep at least the most likely token
+        scores = scores.masked_fill(remove.scatter(1, order, remove), -float("inf"))
+    return torch.log_softmax(scores, dim=-1)
+
+
 def draw_tokens(
     scores: torch.Tensor, u: torch.Tensor, temperature: float, top_p: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -56,16 +73,7 @@ def draw_tokens(
     the exact entropy ``-sum p log p`` of the distribution it was drawn from (tokens cut by top-p
     have p = 0 and add nothing).
     """
-    scores = scores.float()
-    if temperature != 1.0:
-        scores = scores / temperature
-    if top_p < 1.0:
-        sorted_scores, order = torch.sort(scores, descending=False, dim=-1)
-        cum = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
-        remove = cum <= (1 - top_p)
-        remove[..., -1:] = False  # keep at least the most likely token
-        scores = scores.masked_fill(remove.scatter(1, order, remove), -float("inf"))
-    logp = torch.log_softmax(scores, dim=-1)
+    logp = sampling_logprobs(scores, temperature, top_p)
     p = logp.exp()
     entropy = -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1)
     cdf = p.double().cumsum(-1)

@@ -10,6 +10,7 @@ All paths are relative to the working directory of the workflow (``snakemake --d
     results/samples/{model}/{dataset}.parquet  samples (+ .manifest.json; shards in {dataset}/shard{i})
     results/scores/{model}/{dataset}.parquet   per-sample rewards and verdicts
     results/metrics/{model}/{dataset}.parquet  per-problem pass@k / max@k
+    results/entropy/{model}/{dataset}.parquet  figure 2's models re-scored on a subsample (exact entropy)
     results/{tables,stats,figures,claims,lab}/ the analysis outputs
     results/contamination/contamination.{csv,md}  training problems found in evaluation sets
     results/logs/..., results/benchmarks/...   one log and one timing per job
@@ -90,6 +91,18 @@ def scores(model: str, dataset: str) -> str:
 
 def metrics(model: str, dataset: str) -> str:
     return f"{RESULTS}/metrics/{model}/{dataset}.parquet"
+
+
+def entropy_rescored(model: str, dataset: str, ext: str = ".parquet") -> str:
+    """A fixed subsample of (model, dataset)'s samples re-scored with transformers: the exact
+    full-vocabulary entropy beside the samples' own estimate (``ext`` ``.manifest.json`` for its manifest)."""
+    return f"{RESULTS}/entropy/{model}/{dataset}{ext}"
+
+
+def entropy_estimates(ext: str) -> str:
+    """The entropy estimates of figure 2's models side by side, with their gaps (``ext`` ``csv`` or
+    ``md``); written by the figure's job as ``{figure stem}_estimates.{ext}``."""
+    return f"{RESULTS}/figures/entropy_estimates.{ext}"
 
 
 def pair_of(path: str) -> tuple[str, str]:

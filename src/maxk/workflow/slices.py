@@ -105,6 +105,7 @@ SLICES: dict[str, Callable[[Config, Any], Config]] = {
     "rl_prompts": rl_prompts,
     "train": train,
     "generate_shard": generate,
+    "entropy_rescore": generate,  # the model, prompts and sampling settings generation used
     "score": score,
     "analysis_metrics": analysis_metrics,
     "analysis_table": analysis,

@@ -38,6 +38,19 @@ def figure_pairs(analysis: Mapping, figure: str, dataset: str | None = None) -> 
     return [(m, dataset or spec["dataset"]) for m in spec["models"]]
 
 
+def rescore_pairs(analysis: Mapping) -> Pairs:
+    """(model, dataset) pairs of figure 2 re-scored for the exact entropy (``figures.entropy.rescore``);
+    none when the figure is absent or ``rescore.problems`` is 0."""
+    spec = (analysis.get("figures") or {}).get("entropy")
+    if not spec or not (spec.get("rescore") or {}).get("problems"):
+        return []
+    return figure_pairs(analysis, "entropy")
+
+
+def rescored_files(pairs: Pairs) -> list[str]:
+    return [P.entropy_rescored(m, d) for m, d in pairs]
+
+
 def curve_datasets(analysis: Mapping) -> list[str]:
     """The datasets with a max@k curves figure (every dataset of the tables unless listed)."""
     curves = (analysis.get("figures") or {}).get("maxk_curves")
@@ -94,6 +107,8 @@ def analysis_targets(analysis: Mapping) -> list[str]:
         out += [f"{P.RESULTS}/figures/passk_curve.{ext}" for ext in ("pdf", "png")]
     if "entropy" in figures:
         out += [f"{P.RESULTS}/figures/entropy.{ext}" for ext in ("pdf", "png")]
+        if rescore_pairs(analysis):
+            out += [P.entropy_estimates(ext) for ext in ("csv", "md")]
     for d in curve_datasets(analysis):
         out += [f"{P.RESULTS}/figures/maxk_{d}.{ext}" for ext in ("pdf", "png")]
     if "claims" in analysis:
