@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from maxk.metrics import max_at_k
 from maxk.objectives import (
-    ADVANTAGES,
+    ESTIMATORS,
     bon_rewards,
     compute_advantages,
     needs_k,
@@ -44,9 +44,9 @@ OFF_POLICY = {"offpolicy_bon", "offpolicy_bon_exact"}
 
 
 def test_registry_has_the_paper_six_and_the_new_methods() -> None:
-    assert set(ADVANTAGES) == PAPER | BEYOND
-    assert {m for m in ADVANTAGES if needs_k(m)} == {"bon_loo1", "bon_mean"} | OFF_POLICY | BEYOND
-    assert {m for m in ADVANTAGES if uses_deltas(m)} == OFF_POLICY
+    assert set(ESTIMATORS) == PAPER | BEYOND
+    assert {m for m in ESTIMATORS if needs_k(m)} == {"bon_loo1", "bon_mean"} | OFF_POLICY | BEYOND
+    assert {m for m in ESTIMATORS if uses_deltas(m)} == OFF_POLICY
 
 
 def deltas_for(n: int, k: int, rows: int, scale: float = 0.5) -> list[list[float]]:
@@ -197,7 +197,7 @@ def test_offpolicy_clamps_deltas() -> None:
     assert not torch.allclose(got, compute_advantages("offpolicy_bon", r, k=2, deltas=d))
 
 
-@pytest.mark.parametrize("method", sorted(ADVANTAGES))
+@pytest.mark.parametrize("method", sorted(ESTIMATORS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_original_order_dtype_and_batching(method: str, dtype: torch.dtype) -> None:
     """Permuting completions permutes advantages; groups are independent; dtype is kept."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -42,8 +43,10 @@ import torch
 from scipy.special import gammaln
 
 __all__ = [
-    "ADVANTAGES",
+    "ESTIMATORS",
     "GRPO_STD_EPS",
+    "REWARD_KINDS",
+    "EstimatorSpec",
     "bon_loo1_advantages",
     "bon_max_mean_advantages",
     "bon_max_second_advantages",
@@ -52,6 +55,7 @@ __all__ = [
     "bon_rewards",
     "bon_subset_std_advantages",
     "compute_advantages",
+    "estimator",
     "grpo_advantages",
     "needs_k",
     "offpolicy_bon_advantages",
@@ -67,41 +71,85 @@ __all__ = [
 GRPO_STD_EPS = 1e-4
 
 Estimator = Callable[..., torch.Tensor]
-ADVANTAGES: dict[str, Estimator] = {}
-_NEEDS_K: set[str] = set()
-_USES_DELTAS: set[str] = set()
+
+#: Reward kinds a training run can optimise (``train.reward_kind``): the fraction of tests passed, or
+#: 1 if all pass else 0.
+REWARD_KINDS: tuple[str, ...] = ("continuous", "binary")
+
+
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """An advantage estimator and what it needs, registered together (verl's ``register_adv_est``
+    carries names; this carries the constraints too), so the trainer's and the config's checks read
+    them here and nowhere else.
+
+    ``min_k``: None when it takes no subset size; else the smallest k it is defined for (k <= n, the
+    group size, always). ``uses_deltas``: off-policy, its advantages depend on the importance-ratio
+    deltas ``rho - 1`` (and ``delta_clamp``, ``own_ratio``), recomputed at every PPO iteration.
+    ``reward_kinds``: the rewards it is meant for.
+    """
+
+    name: str
+    fn: Estimator
+    min_k: int | None = None
+    uses_deltas: bool = False
+    reward_kinds: tuple[str, ...] = REWARD_KINDS
+
+    @property
+    def needs_k(self) -> bool:
+        return self.min_k is not None
+
+    def check(self, *, k: int | None, n: int, reward_kind: str, what: str = "bon_k") -> None:
+        """Raise ValueError unless ``k`` (when it takes one) is in ``[min_k, n]`` and ``reward_kind`` is
+        one it is meant for; ``what`` names the setting in the message."""
+        if reward_kind not in self.reward_kinds:
+            raise ValueError(f"{self.name}: reward_kind {reward_kind!r} not in {self.reward_kinds}")
+        if self.min_k is not None and (k is None or not self.min_k <= k <= n):
+            raise ValueError(f"{self.name}: {what}={k} must be in [{self.min_k}, num_generations={n}]")
+
+
+#: name -> its spec, in registration order.
+ESTIMATORS: dict[str, EstimatorSpec] = {}
 
 
 def register(
-    name: str, *, needs_k: bool = False, uses_deltas: bool = False
+    name: str,
+    *,
+    min_k: int | None = None,
+    uses_deltas: bool = False,
+    reward_kinds: tuple[str, ...] = REWARD_KINDS,
 ) -> Callable[[Estimator], Estimator]:
-    """Decorator adding an estimator to ``ADVANTAGES`` under ``name``.
-
-    ``needs_k``: it takes the subset size ``k``. ``uses_deltas``: it takes the importance-ratio deltas
-    ``rho - 1`` (and ``delta_clamp``, ``own_ratio``), recomputed by the trainer at every PPO iteration.
-    """
+    """Decorator adding an estimator to ``ESTIMATORS`` under ``name`` with its constraints
+    (``EstimatorSpec``)."""
 
     def deco(fn: Estimator) -> Estimator:
-        if name in ADVANTAGES:
+        if name in ESTIMATORS:
             raise ValueError(f"advantage estimator {name!r} registered twice")
-        ADVANTAGES[name] = fn
-        if needs_k:
-            _NEEDS_K.add(name)
-        if uses_deltas:
-            _USES_DELTAS.add(name)
+        if min_k is not None and min_k < 1:
+            raise ValueError(f"{name}: min_k must be >= 1, got {min_k}")
+        ESTIMATORS[name] = EstimatorSpec(name, fn, min_k, uses_deltas, tuple(reward_kinds))
         return fn
 
     return deco
 
 
+def estimator(method: str) -> EstimatorSpec:
+    """The spec of ``method``; ValueError naming the known ones otherwise."""
+    try:
+        return ESTIMATORS[method]
+    except KeyError:
+        known = ", ".join(ESTIMATORS)
+        raise ValueError(f"unknown advantage method {method!r}; known: {known}") from None
+
+
 def needs_k(method: str) -> bool:
     """Whether ``method`` uses the subset size k."""
-    return method in _NEEDS_K
+    return estimator(method).needs_k
 
 
 def uses_deltas(method: str) -> bool:
     """Whether ``method`` is off-policy: its advantages depend on the importance ratios (deltas)."""
-    return method in _USES_DELTAS
+    return estimator(method).uses_deltas
 
 
 # --------------------------------------------------------------------------------------------
@@ -420,7 +468,7 @@ def bon_max_second_advantages(rewards: torch.Tensor, **_: object) -> torch.Tenso
     return torch.where(is_top, adv, torch.zeros_like(adv))
 
 
-@register("bon_loo1", needs_k=True)
+@register("bon_loo1", min_k=2)
 def bon_loo1_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.Tensor:
     """BoN LOO-1 (appendix A; Walder & Karkhanis): the max@k transform minus a leave-one-out baseline.
 
@@ -438,7 +486,7 @@ def bon_loo1_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.
     return _unsort(transformed - baseline, order)
 
 
-@register("bon_mean", needs_k=True)
+@register("bon_mean", min_k=1)
 def bon_mean_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.Tensor:
     """BoN mean (appendix A): z-score (as GRPO) of the max@k transform ``bon_rewards(r, k)``."""
     return zscore(bon_rewards(rewards, k))
@@ -455,7 +503,7 @@ def _clamped(rewards: torch.Tensor, deltas: torch.Tensor | None, delta_clamp: fl
     return deltas
 
 
-@register("offpolicy_bon", needs_k=True, uses_deltas=True)
+@register("offpolicy_bon", min_k=1, uses_deltas=True)
 def offpolicy_bon_advantages(
     rewards: torch.Tensor,
     *,
@@ -474,7 +522,7 @@ def offpolicy_bon_advantages(
     return zscore(offpolicy_bon_rewards(rewards, _clamped(rewards, deltas, delta_clamp), k))
 
 
-@register("offpolicy_bon_exact", needs_k=True, uses_deltas=True)
+@register("offpolicy_bon_exact", min_k=1, uses_deltas=True)
 def offpolicy_bon_exact_advantages(
     rewards: torch.Tensor,
     *,
@@ -497,7 +545,7 @@ def offpolicy_bon_exact_advantages(
     return zscore(offpolicy_bon_rewards_exact(rewards, d, k, own_ratio=own_ratio))
 
 
-@register("bon_subset_std", needs_k=True)
+@register("bon_subset_std", min_k=1)
 def bon_subset_std_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.Tensor:
     """max@k transform standardised by the subset maxima's spread (issue 15).
 
@@ -523,7 +571,7 @@ def bon_subset_std_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> 
     return torch.where(constant, torch.zeros_like(adv), adv)
 
 
-@register("bon_mean_centered", needs_k=True)
+@register("bon_mean_centered", min_k=1)
 def bon_mean_centered_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.Tensor:
     """``A_i = r~_i - mean_j r~_j`` with ``r~ = bon_rewards(r, k)``: ``bon_mean`` without the division
     by the std (issue 15; the Dr. GRPO-style ablation of Liu et al. 2025, arXiv 2503.20783, between
@@ -544,22 +592,18 @@ def compute_advantages(
     delta_clamp: float | None = None,
     own_ratio: bool = False,
 ) -> torch.Tensor:
-    """Advantages of ``method`` (a name in ``ADVANTAGES``) for ``[groups, n]`` rewards.
+    """Advantages of ``method`` (a name in ``ESTIMATORS``) for ``[groups, n]`` rewards.
 
     ``k`` is required by the BoN transforms (``needs_k``); ``deltas``/``delta_clamp`` are used by the
     off-policy ones (``uses_deltas``), ``own_ratio`` by ``offpolicy_bon_exact`` only.
     """
-    try:
-        fn = ADVANTAGES[method]
-    except KeyError:
-        known = ", ".join(sorted(ADVANTAGES))
-        raise ValueError(f"unknown advantage method {method!r}; known: {known}") from None
-    if needs_k(method) and k is None:
+    spec = estimator(method)
+    if spec.needs_k and k is None:
         raise ValueError(f"advantage method {method!r} needs k")
-    if deltas is not None and not uses_deltas(method):
-        off = ", ".join(repr(m) for m in sorted(_USES_DELTAS))
+    if deltas is not None and not spec.uses_deltas:
+        off = ", ".join(repr(m) for m, e in ESTIMATORS.items() if e.uses_deltas)
         raise ValueError(f"deltas are only used by the off-policy methods ({off}), not {method!r}")
     kwargs: dict[str, object] = {"k": k}
-    if uses_deltas(method):
+    if spec.uses_deltas:
         kwargs.update(deltas=deltas, delta_clamp=delta_clamp, own_ratio=own_ratio)
-    return fn(rewards, **kwargs)
+    return spec.fn(rewards, **kwargs)

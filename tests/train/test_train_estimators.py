@@ -8,10 +8,10 @@ import pytest
 import torch
 from train_helpers import make_trainer
 
-from maxk.objectives import ADVANTAGES
+from maxk.objectives import ESTIMATORS
 
 
-@pytest.mark.parametrize("method", sorted(ADVANTAGES))
+@pytest.mark.parametrize("method", sorted(ESTIMATORS))
 def test_short_training_per_estimator(tiny_model_dir, tmp_path, method):
     trainer = make_trainer(tiny_model_dir, tmp_path, method, max_steps=3, max_completion_length=6)
     before = [p.detach().clone() for p in trainer.model.parameters()]

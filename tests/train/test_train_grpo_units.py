@@ -103,11 +103,31 @@ def _cfg(tmp_path, **kw):
     return MaxKGRPOConfig(**base)
 
 
+def test_the_trainer_reads_each_estimators_constraints_from_the_registry(tmp_path, monkeypatch):
+    """min k and reward kinds live in the registry (``maxk.objectives.register``): a new estimator
+    registered with its own constraints is checked by them, with no change to the trainer."""
+    import torch
+
+    from maxk.objectives import ESTIMATORS, register
+
+    monkeypatch.setattr("maxk.objectives.ESTIMATORS", dict(ESTIMATORS))
+    from maxk import objectives
+
+    register("probe_k3", min_k=3, reward_kinds=("binary",))(lambda rewards, **_: torch.zeros_like(rewards))
+    assert objectives.ESTIMATORS["probe_k3"].needs_k and "probe_k3" not in ESTIMATORS
+    assert _cfg(tmp_path, advantage_method="probe_k3", bon_k=3, reward_kind="binary").bon_k == 3
+    with pytest.raises(ValueError, match=r"probe_k3: bon_k=2 must be in \[3, num_generations=4\]"):
+        _cfg(tmp_path, advantage_method="probe_k3", bon_k=2, reward_kind="binary")
+    with pytest.raises(ValueError, match="probe_k3: reward_kind 'continuous' not in"):
+        _cfg(tmp_path, advantage_method="probe_k3", bon_k=3)
+    assert objectives.ESTIMATORS["bon_loo1"].min_k == 2 and objectives.ESTIMATORS["grpo"].min_k is None
+
+
 def test_config_validation(tmp_path):
     assert _cfg(tmp_path, advantage_method="bon_mean", bon_k=4).bon_k == 4
     with pytest.raises(ValueError, match="multiple of num_generations"):
         _cfg(tmp_path, per_device_train_batch_size=2, gradient_accumulation_steps=2)
-    with pytest.raises(ValueError, match="advantage_method"):
+    with pytest.raises(ValueError, match="unknown advantage method 'nope'; known: grpo, "):
         _cfg(tmp_path, advantage_method="nope")
     with pytest.raises(ValueError, match="bon_k"):
         _cfg(tmp_path, advantage_method="bon_mean", bon_k=5)

@@ -88,10 +88,10 @@ def test_runs_may_override_k_its_schedule_and_the_own_ratio(tmp_path):
 
 
 def test_runs_schema_lists_exactly_the_registered_methods():
-    from maxk.objectives import ADVANTAGES
+    from maxk.objectives import ESTIMATORS
 
     schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "runs.schema.yaml").read_text())
-    assert set(schema["additionalProperties"]["properties"]["method"]["enum"]) == set(ADVANTAGES)
+    assert set(schema["additionalProperties"]["properties"]["method"]["enum"]) == set(ESTIMATORS)
 
 
 def test_checkpoints_fall_between_generation_batches():

@@ -38,11 +38,10 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import split_tensor_dict
 
 from maxk.analysis.stats import derive_seed
-from maxk.objectives import ADVANTAGES, compute_advantages, needs_k, uses_deltas
+from maxk.objectives import ESTIMATORS, REWARD_KINDS, compute_advantages, estimator, needs_k, uses_deltas
 
 #: The exact TRL release whose internals the overrides rely on (also pinned in pyproject.toml).
 TRL_VERSION = "1.16.0"
-REWARD_KINDS = ("continuous", "binary")
 K_SCHEDULES = ("constant", "linear", "step")
 #: log-ratio guard before exp (as TRL's VESPO): keeps delta finite; delta_clamp then bounds it.
 _MAX_LOG_RATIO = 20.0
@@ -52,7 +51,7 @@ _MAX_LOG_RATIO = 20.0
 class MaxKGRPOConfig(GRPOConfig):
     """``GRPOConfig`` plus the advantage estimator and its parameters."""
 
-    advantage_method: str = field(default="grpo", metadata={"help": f"one of {sorted(ADVANTAGES)}"})
+    advantage_method: str = field(default="grpo", metadata={"help": f"one of {list(ESTIMATORS)}"})
     bon_k: int = field(default=4, metadata={"help": "subset size k of the max@k (BoN) objectives"})
     delta_clamp: float = field(
         default=0.2, metadata={"help": "off-policy methods: deltas are clamped to [-c, c]"}
@@ -78,8 +77,7 @@ class MaxKGRPOConfig(GRPOConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.advantage_method not in ADVANTAGES:
-            raise ValueError(f"advantage_method {self.advantage_method!r} not in {sorted(ADVANTAGES)}")
+        spec = estimator(self.advantage_method)  # unknown names: ValueError listing the known ones
         if self.reward_kind not in REWARD_KINDS:
             raise ValueError(f"reward_kind {self.reward_kind!r} not in {REWARD_KINDS}")
         if self.per_device_train_batch_size % self.num_generations != 0:
@@ -87,19 +85,14 @@ class MaxKGRPOConfig(GRPOConfig):
                 f"per_device_train_batch_size ({self.per_device_train_batch_size}) must be a multiple of "
                 f"num_generations ({self.num_generations}) so that every micro-batch holds whole groups"
             )
-        lo = 2 if self.advantage_method == "bon_loo1" else 1
-        if needs_k(self.advantage_method) and not lo <= self.bon_k <= self.num_generations:
-            raise ValueError(f"bon_k={self.bon_k} must be in [{lo}, num_generations={self.num_generations}]")
+        spec.check(k=self.bon_k, n=self.num_generations, reward_kind=self.reward_kind)
         if self.bon_k_schedule not in K_SCHEDULES:
             raise ValueError(f"bon_k_schedule must be one of {K_SCHEDULES}, got {self.bon_k_schedule!r}")
         if self.bon_k_schedule != "constant":
             final = self.bon_k_final
             if final is None:
                 raise ValueError(f"bon_k_schedule={self.bon_k_schedule!r} needs bon_k_final")
-            if needs_k(self.advantage_method) and not lo <= final <= self.num_generations:
-                raise ValueError(
-                    f"bon_k_final={final} must be in [{lo}, num_generations={self.num_generations}]"
-                )
+            spec.check(k=final, n=self.num_generations, reward_kind=self.reward_kind, what="bon_k_final")
             if not 0.0 <= self.bon_k_switch <= 1.0:
                 raise ValueError(f"bon_k_switch must be in [0, 1], got {self.bon_k_switch}")
         if self.delta_clamp < 0:
