@@ -14,12 +14,12 @@ from maxk.generate.backends import Sample, SamplingParams
 from maxk.generate.run import (
     SAMPLE_COLUMNS,
     ShardError,
-    derive_seed,
     manifest_path,
     merge_shards,
     run_shard,
     shard_bounds,
 )
+from maxk.seeds import problem_seed as derive_seed
 
 
 class ToyBackend:

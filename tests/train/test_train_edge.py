@@ -7,14 +7,15 @@ output only ever runs in ``maxk.sandbox``): these tests check the selection, the
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from train_helpers import times_problem
 
 from maxk.io import read_jsonl, write_jsonl
+from maxk.sandbox.judge import OK, WRONG_ANSWER, Score, is_solved
 from maxk.train.edge import build_edge_prompts, edge_bounds, select_edge
-from maxk.train.sampling import sample_scored, solved
+from maxk.train.sampling import sample_scored
 
 
 class CountingScorer:
@@ -30,7 +31,7 @@ class CountingScorer:
         for problem, program in pairs:
             rule = self.solves.get(problem["id"], "none")
             ok = rule == "all" or (rule == "some" and len(program) % 2 == 0)
-            out.append(SimpleNamespace(passed=int(ok), total=1, reward=float(ok)))
+            out.append(Score.from_verdicts([OK if ok else WRONG_ANSWER], 0.0))
         return out
 
 
@@ -52,9 +53,10 @@ def test_select_edge_keeps_the_counts_inside_the_bounds_in_order():
 
 
 def test_solved_means_every_test_passed():
-    assert solved(SimpleNamespace(passed=3, total=3))
-    assert not solved(SimpleNamespace(passed=2, total=3))
-    assert not solved(SimpleNamespace(passed=0, total=0))
+    assert Score(3, 3, 1.0, ("ok",) * 3, 0.0).solved and is_solved(3, 3)
+    assert not Score(2, 3, 2 / 3, ("ok",) * 3, 0.0).solved
+    assert not Score.from_verdicts([], 0.0).solved  # no tests: never solved
+    np.testing.assert_array_equal(is_solved(np.array([3, 2, 0]), np.array([3, 3, 0])), [True, False, False])
 
 
 def test_sample_scored_is_seeded_per_problem_whatever_the_chunking(tiny_model_dir):

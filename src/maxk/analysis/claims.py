@@ -47,7 +47,8 @@ import numpy as np
 import pandas as pd
 
 from maxk.analysis.per_problem import metric_column, parse_metric_column
-from maxk.analysis.stats import derive_seed, holm, paired_interval
+from maxk.analysis.stats import holm, paired_interval
+from maxk.seeds import derive_seed
 
 __all__ = [
     "CLAIMS",

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from maxk.analysis.claims import heldout_curve, heldout_endpoints
-from maxk.analysis.stats import derive_seed, paired_interval
+from maxk.analysis.stats import paired_interval
+from maxk.seeds import derive_seed
 
 
 def default_metrics(frame: pd.DataFrame) -> list[str]:

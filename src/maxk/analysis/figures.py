@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from maxk.analysis.per_problem import parse_metric_column
-from maxk.analysis.stats import bootstrap_ci, bootstrap_counts, derive_seed
+from maxk.analysis.stats import bootstrap_ci, bootstrap_counts
+from maxk.seeds import derive_seed
 
 __all__ = [
     "curve_figure",

@@ -193,8 +193,8 @@ def run_onpolicy(
     """Bias/variance of every estimator for every (n, k <= n), on-policy."""
     import torch
 
-    from maxk.analysis.stats import derive_seed
     from maxk.objectives import bon_rewards, compute_advantages, needs_k
+    from maxk.seeds import derive_seed
 
     theta = torch.tensor(setting.logits, dtype=torch.float64)
     pi = torch.softmax(theta, dim=-1)
@@ -252,13 +252,13 @@ def run_offpolicy(
     """Error of the off-policy estimators at ``theta_old + d u`` as the distance d grows."""
     import torch
 
-    from maxk.analysis.stats import derive_seed
     from maxk.objectives import (
         bon_rewards,
         compute_advantages,
         offpolicy_bon_rewards,
         offpolicy_bon_rewards_exact,
     )
+    from maxk.seeds import derive_seed
 
     theta_old = torch.tensor(setting.logits, dtype=torch.float64)
     pi_old = torch.softmax(theta_old, dim=-1)

@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 RAGGED_MODES = ("error", "truncate")
-SCORE_COLUMNS = ("problem_id", "sample_index", "reward")
+METRIC_INPUT_COLUMNS = ("problem_id", "sample_index", "reward")
 
 
 @dataclass
@@ -80,9 +80,9 @@ def reward_matrix(scores: pd.DataFrame, *, ragged: str = "error", source: str = 
     """
     if ragged not in RAGGED_MODES:
         raise ValueError(f"ragged must be one of {RAGGED_MODES}, got {ragged!r}")
-    missing = [c for c in SCORE_COLUMNS if c not in scores.columns]
+    missing = [c for c in METRIC_INPUT_COLUMNS if c not in scores.columns]
     if missing:
-        raise ValueError(f"{source}: missing column(s) {missing}; scores need {list(SCORE_COLUMNS)}")
+        raise ValueError(f"{source}: missing column(s) {missing}; scores need {list(METRIC_INPUT_COLUMNS)}")
     if len(scores) == 0:
         raise ValueError(f"{source}: no rows")
     reward = scores["reward"].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -168,7 +168,7 @@ def compute_metrics(mat: RewardMatrix, ks: Sequence[int] | None = None) -> pd.Da
     """Per-problem table: ``problem_id``, ``n``, ``pass@k`` and ``max@k`` for every k of the grid."""
     grid = k_grid(mat.n, ks)
     maxk = max_at_k_batch(mat.rewards, grid)
-    correct = (mat.rewards == 1.0).sum(axis=1)
+    correct = (mat.rewards == 1.0).sum(axis=1)  # solved (maxk.sandbox.judge.is_solved): reward exactly 1
     passk = pass_at_k_from_counts(correct, mat.n, grid)
     data: dict[str, object] = {
         "problem_id": mat.problem_ids.astype(str),

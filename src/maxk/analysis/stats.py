@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,19 +25,12 @@ __all__ = [
     "WilcoxonResult",
     "bootstrap_ci",
     "bootstrap_counts",
-    "derive_seed",
     "holm",
     "wilcoxon_best_vs_second",
 ]
 
 ALTERNATIVES = ("greater", "two-sided", "less")
 ZERO_METHODS = ("wilcox", "pratt", "zsplit")
-
-
-def derive_seed(seed: int, *parts: object) -> int:
-    """A stable 63-bit seed from a master seed and labels (same on every machine and Python)."""
-    text = "\x1f".join([str(int(seed)), *map(str, parts)])
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
 @lru_cache(maxsize=8)

@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from maxk.analysis.per_problem import metric_column, parse_metric_column
-from maxk.analysis.stats import bootstrap_ci, bootstrap_counts, derive_seed, holm, wilcoxon_best_vs_second
+from maxk.analysis.stats import bootstrap_ci, bootstrap_counts, holm, wilcoxon_best_vs_second
+from maxk.seeds import derive_seed
 
 __all__ = [
     "Cell",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from maxk.generate.backends import Backend, Sample, SamplingParams, check_prompt_room, prompt_token_ids
+from maxk.seeds import problem_seed
 
 #: Column order and types of the samples Parquet (the generate -> score contract).
 SAMPLE_COLUMNS: tuple[str, ...] = (
@@ -27,12 +28,6 @@ SAMPLE_COLUMNS: tuple[str, ...] = (
     "finish_reason", "sum_logprob", "mean_entropy", "entropy_kind",
 )  # fmt: skip
 MANIFEST_SUFFIX = ".manifest.json"
-
-
-def derive_seed(base_seed: int, model: str, dataset: str, problem_id: str) -> int:
-    """A 63-bit seed for one (model, dataset, problem), independent of shard layout and order."""
-    key = json.dumps([int(base_seed), model, dataset, problem_id], separators=(",", ":"))
-    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") >> 1
 
 
 def shard_bounds(num_problems: int, shard: int, num_shards: int) -> tuple[int, int]:
@@ -299,7 +294,7 @@ def run_shard(
     ids = [p["id"] for p in chunk]
     if len(set(ids)) != len(ids):
         raise ValueError(f"dataset {dataset!r}: duplicate problem ids in shard {shard}")
-    seeds = [derive_seed(base_seed, model_name, dataset, pid) for pid in ids]
+    seeds = [problem_seed(base_seed, model_name, dataset, pid) for pid in ids]
     prompts = [build_prompt(p) for p in chunk]
     limit = getattr(backend, "max_model_len", None)
     if limit is not None:

@@ -143,6 +143,9 @@ def _score(args: argparse.Namespace) -> int:
     except (SandboxError, TypeError, ValueError) as exc:
         raise UserError(str(exc)) from exc
     print(f"sandbox isolation: {scorer.level} {json.dumps(scorer.layers, sort_keys=True)}", file=sys.stderr)
+    from maxk.sandbox.judge import Score
+    from maxk.sandbox.wire import SYNTAX_ERROR
+
     bar = _progress(len(rows))
     with scorer, atomic_path(args.output) as tmp, pq.ParquetWriter(tmp, schema) as writer:
         for start in range(0, len(rows), batch):
@@ -151,21 +154,11 @@ def _score(args: argparse.Namespace) -> int:
             scores = iter(scorer.score(runnable))
             out: dict[str, list] = {c: [] for c in SCORE_COLUMNS}
             for pid, idx, prog in chunk:
-                if prog is None:  # nothing could be extracted from the completion
-                    n = len(problems[pid]["tests"]["cases"])
-                    verdicts, passed, total, reward, elapsed = ["syntax_error"] * n, 0, n, 0.0, 0.0
-                else:
-                    s = next(scores)
-                    verdicts, passed, total, reward, elapsed = (
-                        list(s.verdicts),
-                        s.passed,
-                        s.total,
-                        s.reward,
-                        s.elapsed,
-                    )
-                for c, v in zip(
-                    SCORE_COLUMNS, (pid, idx, reward, passed, total, verdicts, elapsed), strict=True
-                ):
+                # nothing could be extracted from the completion: every case a syntax error
+                n = len(problems[pid]["tests"]["cases"])
+                s = next(scores) if prog is not None else Score.from_verdicts([SYNTAX_ERROR] * n, 0.0)
+                row = (pid, idx, s.reward, s.passed, s.total, list(s.verdicts), s.elapsed)
+                for c, v in zip(SCORE_COLUMNS, row, strict=True):
                     out[c].append(v)
             writer.write_table(pa.table(out, schema=schema))
             bar.update(len(chunk))

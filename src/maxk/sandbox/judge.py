@@ -50,6 +50,13 @@ VERDICTS = (
 )
 
 
+def is_solved(passed: Any, total: Any) -> Any:
+    """The one definition of "solved": the program passes every test of its problem (which has at least
+    one). Elementwise on numpy arrays. Its reward (``passed / total``, 0 without tests) is then exactly
+    1.0, and only then, so ``reward == 1.0`` reads the same thing off a scores file."""
+    return (total > 0) & (passed == total)
+
+
 @dataclasses.dataclass(frozen=True)
 class Score:
     """Result for one program: per-case verdicts in case order, reward = passed / total."""
@@ -59,6 +66,11 @@ class Score:
     reward: float
     verdicts: tuple[str, ...]
     elapsed: float
+
+    @property
+    def solved(self) -> bool:
+        """Every test passed (``is_solved``)."""
+        return bool(is_solved(self.passed, self.total))
 
     @classmethod
     def from_verdicts(cls, verdicts: Sequence[str], elapsed: float) -> Score:

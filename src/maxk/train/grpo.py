@@ -37,8 +37,8 @@ import trl
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import split_tensor_dict
 
-from maxk.analysis.stats import derive_seed
 from maxk.objectives import ESTIMATORS, REWARD_KINDS, compute_advantages, estimator, needs_k, uses_deltas
+from maxk.seeds import derive_seed
 
 #: The exact TRL release whose internals the overrides rely on (also pinned in pyproject.toml).
 TRL_VERSION = "1.16.0"

@@ -20,7 +20,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from maxk.analysis.stats import derive_seed
+from maxk.seeds import derive_seed
 
 __all__ = ["PROBLEM_REWARDS", "HeldoutCurve", "heldout_problems"]
 

@@ -81,7 +81,7 @@ class SandboxReward:
         scores = self.scorer.score(pairs)
         if self.kind == "continuous":
             return [float(s.reward) for s in scores]
-        return [float(s.total > 0 and s.passed == s.total) for s in scores]
+        return [float(s.solved) for s in scores]
 
 
 def load_problems(path: str | os.PathLike[str], limit: int | None, seed: int) -> list[dict[str, Any]]:

@@ -14,14 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from maxk.analysis.stats import derive_seed
+from maxk.seeds import derive_seed
 
-__all__ = ["ScoredSamples", "prompt_token_ids", "sample_scored", "solved"]
-
-
-def solved(score: Any) -> bool:
-    """A sample solves its problem when it passes every one of the problem's tests."""
-    return bool(score.total > 0 and score.passed == score.total)
+__all__ = ["ScoredSamples", "prompt_token_ids", "sample_scored"]
 
 
 @dataclass
@@ -100,7 +95,7 @@ def sample_scored(
         for j in range(len(chunk)):
             rows = slice(j * samples, (j + 1) * samples)
             out.rewards.append([float(s.reward) for s in scores[rows]])
-            out.passed.append([float(solved(s)) for s in scores[rows]])
+            out.passed.append([float(s.solved) for s in scores[rows]])
             out.entropy.append([float(e) for e in ent[rows]])
             out.texts.append(texts[rows])
     return out
