@@ -46,6 +46,23 @@ def test_the_results_root_is_written_once():
     assert spelled == [] and P.RESULTS == "results"
 
 
+def test_every_output_path_is_built_in_maxk_workflow_paths():
+    """Rules and targets name each result file through ``maxk.workflow.paths``: no module but it, and
+    no rule file, builds one from the results root (logs and benchmarks aside)."""
+    built = [
+        path.relative_to(ROOT).as_posix()
+        for path in [*RULE_FILES, ROOT / "Snakefile", *(ROOT / "src" / "maxk").rglob("*.py")]
+        if path.name != "paths.py" and re.search(r"RESULTS\}/", path.read_text())
+    ]
+    assert built == []
+    assert P.table("t1", "md") == "results/tables/t1.md" and P.claims("csv") == "results/claims/claims.csv"
+    assert (
+        P.figure("entropy", "png")
+        == "results/figures/entropy.png"
+        == P.entropy_estimates("png").replace("_estimates", "")
+    )
+
+
 def test_pair_of_inverts_every_per_pair_path():
     for make in (P.samples, P.scores, P.metrics):
         assert P.pair_of(make("grpo_e1", "lcb-v5.test")) == ("grpo_e1", "lcb-v5.test")

@@ -64,19 +64,19 @@ rule analysis_table:
         lambda wc: T.metrics_files(T.table_pairs(ANALYSIS, wc.table)),
     output:
         tex=report(
-            f"{RESULTS}/tables/{{table}}.tex",
+            P.table("{table}", "tex"),
             caption="../report/analysis_table.rst",
             category="Tables",
             subcategory="LaTeX",
         ),
         md=report(
-            f"{RESULTS}/tables/{{table}}.md",
+            P.table("{table}", "md"),
             caption="../report/analysis_table.rst",
             category="Tables",
             subcategory="Markdown",
         ),
         csv=report(
-            f"{RESULTS}/tables/{{table}}.csv",
+            P.table("{table}", "csv"),
             caption="../report/analysis_table.rst",
             category="Tables",
             subcategory="CSV with bootstrap CIs",
@@ -104,11 +104,11 @@ rule analysis_stats:
         T.metrics_files(T.significance_pairs(ANALYSIS)),
     output:
         csv=report(
-            f"{RESULTS}/stats/significance.csv",
+            P.significance("csv"),
             caption="../report/analysis_stats.rst",
             category="Significance",
         ),
-        json=f"{RESULTS}/stats/significance.json",
+        json=P.significance("json"),
     log:
         f"{LOGS}/analysis/stats.log",
     benchmark:
@@ -130,9 +130,9 @@ rule analysis_figure_passk:
     input:
         T.metrics_files(T.figure_pairs(ANALYSIS, "passk")),
     output:
-        pdf=f"{RESULTS}/figures/passk_curve.pdf",
+        pdf=P.figure("passk_curve", "pdf"),
         png=report(
-            f"{RESULTS}/figures/passk_curve.png",
+            P.figure("passk_curve", "png"),
             caption="../report/analysis_passk.rst",
             category="Figures",
         ),
@@ -160,9 +160,9 @@ rule analysis_figure_entropy:
         rescored=T.rescored_files(RESCORE_PAIRS),
     output:
         **ENTROPY_ESTIMATES,
-        pdf=f"{RESULTS}/figures/entropy.pdf",
+        pdf=P.figure("entropy", "pdf"),
         png=report(
-            f"{RESULTS}/figures/entropy.png",
+            P.figure("entropy", "png"),
             caption="../report/analysis_entropy.rst",
             category="Figures",
         ),
@@ -188,9 +188,9 @@ rule analysis_figure_maxk:
     input:
         lambda wc: T.metrics_files(T.figure_pairs(ANALYSIS, "maxk_curves", wc.dataset)),
     output:
-        pdf=f"{RESULTS}/figures/maxk_{{dataset}}.pdf",
+        pdf=P.figure("maxk_{dataset}", "pdf"),
         png=report(
-            f"{RESULTS}/figures/maxk_{{dataset}}.png",
+            P.figure("maxk_{dataset}", "png"),
             caption="../report/analysis_maxk.rst",
             category="Figures",
         ),
@@ -221,12 +221,12 @@ rule analysis_claims:
         base_model=P.model_inputs(config, P.BASE),
     output:
         csv=report(
-            f"{RESULTS}/claims/claims.csv",
+            P.claims("csv"),
             caption="../report/analysis_claims.rst",
             category="Claims",
         ),
         md=report(
-            f"{RESULTS}/claims/claims.md",
+            P.claims("md"),
             caption="../report/analysis_claims.rst",
             category="Claims",
         ),
@@ -258,26 +258,26 @@ rule analysis_claims:
 rule analysis_lab:
     output:
         onpolicy=report(
-            f"{RESULTS}/lab/onpolicy.csv",
+            P.lab("onpolicy.csv"),
             caption="../report/analysis_lab.rst",
             category="Estimator lab",
         ),
-        offpolicy=f"{RESULTS}/lab/offpolicy.csv",
-        onpolicy_pdf=f"{RESULTS}/lab/onpolicy.pdf",
+        offpolicy=P.lab("offpolicy.csv"),
+        onpolicy_pdf=P.lab("onpolicy.pdf"),
         onpolicy_png=report(
-            f"{RESULTS}/lab/onpolicy.png",
+            P.lab("onpolicy.png"),
             caption="../report/analysis_lab.rst",
             category="Estimator lab",
         ),
-        offpolicy_pdf=f"{RESULTS}/lab/offpolicy.pdf",
+        offpolicy_pdf=P.lab("offpolicy.pdf"),
         offpolicy_png=report(
-            f"{RESULTS}/lab/offpolicy.png",
+            P.lab("offpolicy.png"),
             caption="../report/analysis_lab_offpolicy.rst",
             category="Estimator lab",
         ),
-        surrogate_pdf=f"{RESULTS}/lab/offpolicy_surrogate.pdf",
+        surrogate_pdf=P.lab("offpolicy_surrogate.pdf"),
         surrogate_png=report(
-            f"{RESULTS}/lab/offpolicy_surrogate.png",
+            P.lab("offpolicy_surrogate.png"),
             caption="../report/analysis_lab_surrogate.rst",
             category="Estimator lab",
         ),

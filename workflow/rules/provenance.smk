@@ -3,7 +3,7 @@
 
 rule environment:
     output:
-        f"{RESULTS}/provenance/environment.json",
+        P.environment(),
     log:
         f"{LOGS}/environment.log",
     benchmark:

@@ -11,7 +11,7 @@ All paths are relative to the working directory of the workflow (``snakemake --d
     results/scores/{model}/{dataset}.parquet   per-sample rewards and verdicts
     results/metrics/{model}/{dataset}.parquet  per-problem pass@k / max@k
     results/entropy/{model}/{dataset}.parquet  figure 2's models re-scored on a subsample (exact entropy)
-    results/{tables,stats,figures,claims,lab}/ the analysis outputs
+    results/{tables,stats,figures,claims,lab}/ the analysis outputs (table, significance, figure, ...)
     results/contamination/contamination.{csv,md}  training problems found in evaluation sets
     results/logs/..., results/benchmarks/...   one log and one timing per job
 
@@ -99,10 +99,41 @@ def entropy_rescored(model: str, dataset: str, ext: str = ".parquet") -> str:
     return f"{RESULTS}/entropy/{model}/{dataset}{ext}"
 
 
+def table(name: str, ext: str) -> str:
+    """Table ``name`` of ``analysis.tables`` or of the full tables (``ext`` ``tex``, ``md`` or ``csv``)."""
+    return f"{RESULTS}/tables/{name}.{ext}"
+
+
+def significance(ext: str) -> str:
+    """The Wilcoxon tests of every table that asks (``ext`` ``csv`` or ``json``)."""
+    return f"{RESULTS}/stats/significance.{ext}"
+
+
+def figure(name: str, ext: str) -> str:
+    """A figure (``ext`` ``pdf`` or ``png``): ``passk_curve`` (figure 1), ``entropy`` (figure 2) or
+    ``maxk_{dataset}`` (max@k curves)."""
+    return f"{RESULTS}/figures/{name}.{ext}"
+
+
 def entropy_estimates(ext: str) -> str:
     """The entropy estimates of figure 2's models side by side, with their gaps (``ext`` ``csv`` or
     ``md``); written by the figure's job as ``{figure stem}_estimates.{ext}``."""
-    return f"{RESULTS}/figures/entropy_estimates.{ext}"
+    return figure("entropy_estimates", ext)
+
+
+def claims(ext: str) -> str:
+    """The claims of the paper tested on this run (``ext`` ``csv`` or ``md``)."""
+    return f"{RESULTS}/claims/claims.{ext}"
+
+
+def environment() -> str:
+    """The run's environment record (packages, platform, config hash)."""
+    return f"{RESULTS}/provenance/environment.json"
+
+
+def lab(name: str) -> str:
+    """An output of the estimator lab (``onpolicy.csv``, ``offpolicy.png``, ...)."""
+    return f"{RESULTS}/lab/{name}"
 
 
 def pair_of(path: str) -> tuple[str, str]:

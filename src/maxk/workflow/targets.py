@@ -100,21 +100,21 @@ def analysis_targets(analysis: Mapping) -> list[str]:
     declares, the metrics of the ``checks`` pairs (scored outside the tables), and the lab's outputs."""
     out: list[str] = []
     for spec in table_specs(analysis):
-        out += [f"{P.RESULTS}/tables/{spec.name}.{ext}" for ext in ("tex", "md", "csv")]
-    out.append(f"{P.RESULTS}/stats/significance.csv")
+        out += [P.table(spec.name, ext) for ext in ("tex", "md", "csv")]
+    out.append(P.significance("csv"))
     figures = analysis.get("figures") or {}
     if "passk" in figures:
-        out += [f"{P.RESULTS}/figures/passk_curve.{ext}" for ext in ("pdf", "png")]
+        out += [P.figure("passk_curve", ext) for ext in ("pdf", "png")]
     if "entropy" in figures:
-        out += [f"{P.RESULTS}/figures/entropy.{ext}" for ext in ("pdf", "png")]
+        out += [P.figure("entropy", ext) for ext in ("pdf", "png")]
         if rescore_pairs(analysis):
             out += [P.entropy_estimates(ext) for ext in ("csv", "md")]
     for d in curve_datasets(analysis):
-        out += [f"{P.RESULTS}/figures/maxk_{d}.{ext}" for ext in ("pdf", "png")]
+        out += [P.figure(f"maxk_{d}", ext) for ext in ("pdf", "png")]
     if "claims" in analysis:
-        out += [f"{P.RESULTS}/claims/claims.{ext}" for ext in ("csv", "md")]
+        out += [P.claims(ext) for ext in ("csv", "md")]
     out += metrics_files([(m, d) for m, d in analysis.get("checks") or []])
-    out += [f"{P.RESULTS}/lab/{name}" for name in LAB_OUTPUTS]
+    out += [P.lab(name) for name in LAB_OUTPUTS]
     return out
 
 
@@ -127,5 +127,5 @@ def final_targets(config: Mapping) -> list[str]:
     out += analysis_targets(config["analysis"])
     if config["analysis"]["contamination"]["audit"]:
         out += [P.contamination(ext) for ext in ("csv", "md")]
-    out.append(f"{P.RESULTS}/provenance/environment.json")
+    out.append(P.environment())
     return out
