@@ -53,7 +53,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-train-"))
     model = a.model
     if not Path(model).is_dir():
-        from maxk.train.tiny import build_tiny
+        from maxk.tiny import build_tiny
 
         texts = [f"x = int(input())\nprint(x + {i})\n" for i in range(300)]
         model = str(build_tiny(tmp / "tiny", texts))

@@ -35,8 +35,8 @@ def build_model(cfg: dict, directory: Path) -> str:
     """A random Qwen2 of ``base_model.model``'s sizes and a tokenizer trained like ``maxk base``'s."""
     from maxk.data.prompts import build_messages
     from maxk.io import read_jsonl
+    from maxk.tiny import init_model, save, train_tokenizer
     from maxk.train.base import sft_completion
-    from maxk.train.tiny import init_model, save, train_tokenizer
 
     bm = cfg["base_model"]
     sft = ROOT / f"results/data/{bm['sft']['dataset']}.jsonl.gz"

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from maxk.objectives import compute_advantages
-from maxk.train.tiny import build_tiny
+from maxk.tiny import build_tiny
 
 pytest.importorskip("trl")
 

@@ -94,7 +94,7 @@ def commit_of(revision: str | None) -> tuple[str, str | None]:
 def stage_model(cache: Path, repo_id: str, revision: str | None, texts: list[str]) -> None:
     """A tiny random Qwen2 with Qwen2.5's chat template, stored as ``repo_id`` at ``revision``."""
     from maxk.hf_hub import fill_cache
-    from maxk.train.tiny import init_model, save, train_tokenizer
+    from maxk.tiny import init_model, save, train_tokenizer
 
     tok = train_tokenizer(texts, vocab_size=600)
     tok.chat_template = QWEN25_TEMPLATE

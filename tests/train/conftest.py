@@ -8,7 +8,7 @@ from train_helpers import SYNTH_TEXT
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
-    from maxk.train.tiny import build_tiny
+    from maxk.tiny import build_tiny
 
     return str(build_tiny(tmp_path_factory.mktemp("tiny") / "model", SYNTH_TEXT, seed=0))
 

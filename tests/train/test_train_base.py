@@ -51,7 +51,7 @@ def test_tokenizer_reloads_token_for_token_through_autotokenizer(tmp_path):
     tokenizer SFT trains with must be the one every later stage gets back from AutoTokenizer."""
     from transformers import AutoTokenizer
 
-    from maxk.train.tiny import init_model, save, train_tokenizer
+    from maxk.tiny import init_model, save, train_tokenizer
 
     texts = [f"Replace x with x times {i}.\nx = x * {i}\nprint(x)\n" for i in range(300)] * 3
     tok = train_tokenizer(texts, vocab_size=400)
@@ -202,8 +202,8 @@ def test_default_config_prompts_leave_room_in_the_default_base_model():
     from maxk.config import load_config
     from maxk.data.build import build_dataset
     from maxk.data.prompts import build_prompt
+    from maxk.tiny import train_tokenizer
     from maxk.train.base import _tokenizer_texts
-    from maxk.train.tiny import train_tokenizer
 
     cfg = load_config()
     bm, prompt_cfg = cfg["base_model"], cfg["prompt"]

@@ -21,7 +21,7 @@ def two_layer_dir(tiny_model_dir, tmp_path_factory):
     is expanded per layer and grouped-query attention is exercised."""
     from transformers import AutoTokenizer
 
-    from maxk.train.tiny import init_model, save
+    from maxk.tiny import init_model, save
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     sizes = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)

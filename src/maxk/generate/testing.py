@@ -31,9 +31,9 @@ def build_tiny_model(
 ) -> Path:
     """Save a random tiny Qwen2ForCausalLM + tokenizer into ``directory`` and return it.
 
-    The same tokenizer and model builders as the embedded base model (``maxk.train.tiny``), at test size.
+    The same tokenizer and model builders as the embedded base model (``maxk.tiny``), at test size.
     """
-    from maxk.train.tiny import init_model, save, train_tokenizer
+    from maxk.tiny import init_model, save, train_tokenizer
 
     tok = train_tokenizer(_CORPUS * 20, vocab_size=vocab_size)
     model = init_model(

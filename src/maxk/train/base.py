@@ -3,7 +3,7 @@
 Steps (all sizes in ``config['base_model']``):
 
 1. a byte-level BPE tokenizer trained with ``tokenizers`` on the SFT examples' statements and reference
-   solutions, with a ChatML chat template (``maxk.train.tiny``);
+   solutions, with a ChatML chat template (``maxk.tiny``);
 2. a small random ``Qwen2ForCausalLM``;
 3. supervised fine-tuning with TRL's ``SFTTrainer`` on (prompt = ``build_prompt(problem, tokenizer)``,
    completion = the reference in a ```python fence), loss on the completion only; every example is
@@ -141,9 +141,9 @@ def build_base_model(
     from maxk.config import job_config
     from maxk.data.prompts import build_prompt
     from maxk.provenance import write_provenance
+    from maxk.tiny import init_model, save, train_tokenizer
     from maxk.train.run import write_trained_on
     from maxk.train.sampling import sample_scored
-    from maxk.train.tiny import init_model, save, train_tokenizer
     from maxk.workflow.paths import dataset_name
 
     config = job_config(config, ("base_model",))  # every key left out at its default

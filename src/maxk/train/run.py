@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from maxk.io import atomic_open, read_jsonl
+from maxk.sandbox.judge import is_solved
 from maxk.train.launch import check_run, grpo_kwargs, input_fingerprint, run_config, run_hash, tracker_env
 
 #: Metrics CSV columns first in this order (then any other logged key, sorted).
@@ -81,7 +82,7 @@ class SandboxReward:
         scores = self.scorer.score(pairs)
         if self.kind == "continuous":
             return [float(s.reward) for s in scores]
-        return [float(s.solved) for s in scores]
+        return [float(is_solved(s.passed, s.total)) for s in scores]
 
 
 def load_problems(path: str | os.PathLike[str], limit: int | None, seed: int) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from maxk.sandbox.judge import is_solved
 from maxk.seeds import derive_seed
 
 __all__ = ["ScoredSamples", "prompt_token_ids", "sample_scored"]
@@ -95,7 +96,7 @@ def sample_scored(
         for j in range(len(chunk)):
             rows = slice(j * samples, (j + 1) * samples)
             out.rewards.append([float(s.reward) for s in scores[rows]])
-            out.passed.append([float(s.solved) for s in scores[rows]])
+            out.passed.append([float(is_solved(s.passed, s.total)) for s in scores[rows]])
             out.entropy.append([float(e) for e in ent[rows]])
             out.texts.append(texts[rows])
     return out
