@@ -45,7 +45,7 @@ def test_defaults_of_every_section_file_are_applied():
     assert cfg["train"]["vllm"]["mode"] == "colocate" and cfg["train"]["bon_k_schedule"] is None
     assert cfg["generate"]["n"] == 256 and cfg["generate"]["vllm"]["entropy_top_logprobs"] == 20
     assert cfg["prompt"] == section_defaults("prompt") and cfg["prompt"]["use_chat_template"] is True
-    assert cfg["sandbox"] == {"isolation": {"allow_exposed_training": False}}
+    assert cfg["sandbox"] == {"isolation": {"allow_exposed_training": False}, "batch_size": 512}
 
 
 @pytest.mark.parametrize("name", CONFIGS)

@@ -23,12 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _build(args: argparse.Namespace) -> int:
     from maxk.cli import UserError
-    from maxk.data import _as_config
+    from maxk.config import load_config
     from maxk.data.build import DataError, build_dataset, write_dataset
     from maxk.provenance import write_provenance
     from maxk.workflow.paths import data as data_path
 
-    config = json.loads(args.config_json) if args.config_json else _as_config(args.configfile)
+    config = json.loads(args.config_json) if args.config_json else load_config(args.configfile)
     output = args.output or data_path(args.name)
     try:
         records, manifest = build_dataset(args.name, config)

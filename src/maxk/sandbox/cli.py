@@ -98,11 +98,15 @@ def _score(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from maxk.cli import UserError
+    from maxk.config import ConfigError, with_defaults
     from maxk.io import atomic_path
     from maxk.provenance import write_provenance
     from maxk.sandbox import SandboxError, Scorer
 
-    section = json.loads(args.config_json)
+    try:
+        section = with_defaults("sandbox", json.loads(args.config_json))
+    except (json.JSONDecodeError, ConfigError) as exc:
+        raise UserError(f"--config-json: {exc}") from None
     shard_i, shard_n = _parse_shard(args.shard)
     problems = _load_problems(args.problems)
     try:
@@ -126,7 +130,7 @@ def _score(args: argparse.Namespace) -> int:
             raise UserError(f"{args.samples}: row {r} (problem_id {pid!r}): field 'program' is not a string")
         if order[pid] % shard_n == shard_i:
             rows.append((pid, idx, prog))
-    batch = int(section.get("batch_size") or 512)
+    batch = int(section["batch_size"])
     schema = pa.schema(
         [
             ("problem_id", pa.string()),
