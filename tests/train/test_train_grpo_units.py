@@ -159,3 +159,24 @@ def test_scheduled_k():
     assert [scheduled_k(8, "step", 1, 0.25, p) for p in (0.0, 0.24, 0.25, 1.0)] == [8, 8, 1, 1]
     with pytest.raises(ValueError, match="unknown k schedule"):
         scheduled_k(4, "cosine", 1, 0.5, 0.3)
+
+
+def test_the_trainer_config_takes_every_default_it_shares_with_the_schema_from_the_schema():
+    """Every MaxKGRPOConfig field that is also a key of the ``train`` schema section has the schema's
+    default (one source, workflow/schemas/train.schema.yaml); TRL's own fields are TRL's."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    from maxk.config import with_defaults
+    from maxk.train.grpo import MaxKGRPOConfig
+
+    schema = with_defaults("train", {})
+    trl = {f.name for f in dataclasses.fields(GRPOConfig)}
+    shared = [f for f in dataclasses.fields(MaxKGRPOConfig) if f.name not in trl and f.name in schema]
+    assert {f.name for f in shared} >= {"bon_k", "delta_clamp", "own_ratio", "rollout_decoder"}
+    for f in shared:
+        if f.name == "bon_k_schedule":  # an object-or-null in the config, a name here (launch maps it)
+            assert schema[f.name] is None and f.default == "constant"
+            continue
+        assert f.default == schema[f.name], f.name

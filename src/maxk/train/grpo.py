@@ -37,6 +37,7 @@ import trl
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import split_tensor_dict
 
+from maxk.config import with_defaults
 from maxk.objectives import ESTIMATORS, REWARD_KINDS, compute_advantages, estimator, needs_k, uses_deltas
 from maxk.seeds import derive_seed
 
@@ -47,17 +48,25 @@ K_SCHEDULES = ("constant", "linear", "step")
 _MAX_LOG_RATIO = 20.0
 
 
+#: The ``train`` section's schema defaults (workflow/schemas/train.schema.yaml): the one source of the
+#: defaults below that the config also sets.
+_TRAIN_DEFAULTS = with_defaults("train", {})
+
+
 @dataclass
 class MaxKGRPOConfig(GRPOConfig):
     """``GRPOConfig`` plus the advantage estimator and its parameters."""
 
     advantage_method: str = field(default="grpo", metadata={"help": f"one of {list(ESTIMATORS)}"})
-    bon_k: int = field(default=4, metadata={"help": "subset size k of the max@k (BoN) objectives"})
+    bon_k: int = field(
+        default=_TRAIN_DEFAULTS["bon_k"], metadata={"help": "subset size k of the max@k (BoN) objectives"}
+    )
     delta_clamp: float = field(
-        default=0.2, metadata={"help": "off-policy methods: deltas are clamped to [-c, c]"}
+        default=_TRAIN_DEFAULTS["delta_clamp"],
+        metadata={"help": "off-policy methods: deltas are clamped to [-c, c]"},
     )
     own_ratio: bool = field(
-        default=False,
+        default=_TRAIN_DEFAULTS["own_ratio"],
         metadata={"help": "offpolicy_bon_exact: keep each sample's own ratio in its subset weights (paper)"},
     )
     bon_k_schedule: str = field(
@@ -71,7 +80,7 @@ class MaxKGRPOConfig(GRPOConfig):
         default="continuous", metadata={"help": "continuous (fraction of tests passed) or binary (all pass)"}
     )
     rollout_decoder: str = field(
-        default="auto",
+        default=_TRAIN_DEFAULTS["rollout_decoder"],
         metadata={"help": "auto: maxk's decode loop for Qwen2 rollouts without vLLM; generate: TRL's"},
     )
 
