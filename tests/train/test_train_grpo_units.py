@@ -180,3 +180,5 @@ def test_the_trainer_config_takes_every_default_it_shares_with_the_schema_from_t
             assert schema[f.name] is None and f.default == "constant"
             continue
         assert f.default == schema[f.name], f.name
+    run = with_defaults("runs", {"r": {"method": "grpo"}})["r"]
+    assert MaxKGRPOConfig.__dataclass_fields__["reward_kind"].default == run["reward_kind"] == "continuous"

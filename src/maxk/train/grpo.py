@@ -48,9 +48,10 @@ K_SCHEDULES = ("constant", "linear", "step")
 _MAX_LOG_RATIO = 20.0
 
 
-#: The ``train`` section's schema defaults (workflow/schemas/train.schema.yaml): the one source of the
-#: defaults below that the config also sets.
+#: The ``train`` and ``runs`` sections' schema defaults (workflow/schemas/): the one source of the defaults
+#: below that the config also sets.
 _TRAIN_DEFAULTS = with_defaults("train", {})
+_RUN_DEFAULTS = with_defaults("runs", {"run": {"method": "grpo"}})["run"]
 
 
 @dataclass
@@ -77,7 +78,8 @@ class MaxKGRPOConfig(GRPOConfig):
         default=0.5, metadata={"help": "step schedule: fraction of training after which k = bon_k_final"}
     )
     reward_kind: str = field(
-        default="continuous", metadata={"help": "continuous (fraction of tests passed) or binary (all pass)"}
+        default=_RUN_DEFAULTS["reward_kind"],
+        metadata={"help": "continuous (fraction of tests passed) or binary (all pass)"},
     )
     rollout_decoder: str = field(
         default=_TRAIN_DEFAULTS["rollout_decoder"],

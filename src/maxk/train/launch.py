@@ -48,13 +48,17 @@ RUN_OVERRIDES = ("num_train_epochs", "num_iterations", "bon_k", "bon_k_schedule"
 
 
 def run_config(train: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
-    """The effective hyperparameters of one run: ``train`` with the run's overrides applied."""
+    """The effective hyperparameters of one run: ``train`` with the run's overrides applied (the run's
+    keys it leaves out at their ``runs`` schema defaults)."""
+    from maxk.config import with_defaults
+
+    run = with_defaults("runs", {"run": dict(run)})["run"]
     merged = dict(train)
     for key in RUN_OVERRIDES:
         if run.get(key) is not None:
             merged[key] = run[key]
     merged["advantage_method"] = run["method"]
-    merged["reward_kind"] = run.get("reward_kind", "continuous")
+    merged["reward_kind"] = run["reward_kind"]
     return merged
 
 
