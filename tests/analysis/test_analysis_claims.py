@@ -295,3 +295,20 @@ def test_large_k_is_the_paper_s_128_when_samples_allow():
     for cid in ("grpo_lowers_pass_at_large_k", "bon_mean_beats_bon_loo1", "rl_lowers_max_at_large_k"):
         assert frame.loc[cid, "k"] == 128
     assert LARGE == "large"
+
+
+def test_the_instrument_run_is_a_setting():
+    """analysis.claims.instrument_run picks the run checked (default: continuous GRPO); its pair and the
+    base's are inputs of the claims job, and the check reads that run, not continuous GRPO."""
+    from maxk.workflow.targets import instrument_curve
+
+    assert cfg()["claims"]["instrument_run"] == "grpo_continuous"
+    other = cfg(instrument_run="grpo_e4_ppo1")
+    metrics = metrics_of(levels={"grpo_e4_ppo1": 0.2})  # only the four-epoch run learns
+    assert not instrument_check(cfg(), metrics, seed=0)["works"]
+    check = instrument_check(other, metrics, seed=0)
+    assert check["works"] and check["run"] == check["objective"]["run"] == "grpo_e4_ppo1"
+    assert ("grpo_e4_ppo1", "ds") in claim_inputs(other)[0] and ("base", "ds") in claim_inputs(other)[0]
+    config = {"analysis": other, "runs": {"grpo_e4_ppo1": {}, "grpo_continuous": {}}}
+    assert instrument_curve(config) == ["results/metrics/train/grpo_e4_ppo1.csv"]
+    assert instrument_curve({**config, "runs": {"grpo_continuous": {}}}) == []

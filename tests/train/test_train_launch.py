@@ -87,6 +87,24 @@ def test_runs_may_override_k_its_schedule_and_the_own_ratio(tmp_path):
     assert run_hash(eff) != run_hash(run_config(train, {"method": "offpolicy_bon_exact"}))
 
 
+def test_a_run_may_size_its_own_heldout_curve():
+    """A run's heldout override (problems, samples, every) is merged into train.heldout key by key (the
+    pool stays train's); the config check refuses it where the held-out curve is off or a key is unknown."""
+    from maxk.config import ConfigError, validate_config
+
+    train = _config("config.yaml")["train"]
+    big = run_config(train, {"method": "grpo", "heldout": {"problems": 150, "samples": 64}})
+    assert big["heldout"] == {**train["heldout"], "problems": 150, "samples": 64}
+    assert run_config(train, {"method": "grpo"})["heldout"] == train["heldout"]
+    assert run_hash(big) != run_hash(run_config(train, {"method": "grpo"}))
+    with pytest.raises(ValueError, match=r"needs train\.heldout"):
+        run_config({**train, "heldout": None}, {"method": "grpo", "heldout": {"samples": 4}})
+    cfg = _config("config.yaml")
+    cfg["runs"]["grpo_e4_ppo1"]["heldout"] = {"dataset": "suite_test"}  # the pool is not a run's to pick
+    with pytest.raises(ConfigError, match=r"runs\.grpo_e4_ppo1\.heldout"):
+        validate_config(cfg)
+
+
 def test_runs_schema_lists_exactly_the_registered_methods():
     from maxk.objectives import ESTIMATORS
 

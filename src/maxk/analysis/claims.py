@@ -172,8 +172,9 @@ COLUMNS = (
     "note",
 )
 
-#: The run and metric of the instrument check: continuous GRPO's own objective, max@1 (= mean reward).
-INSTRUMENT_RUN, INSTRUMENT_BASE, INSTRUMENT_METRIC = "grpo_continuous", "base", "max@1"
+#: The instrument check's reference model and metric: the run's own objective, max@1 (= mean reward).
+#: The run is ``analysis.claims.instrument_run`` (default: continuous GRPO, the paper's main run).
+INSTRUMENT_BASE, INSTRUMENT_METRIC = "base", "max@1"
 NOT_WORKING = "instrument not working"
 
 
@@ -220,23 +221,24 @@ def instrument_check(
     ci_high, n_problems} or None, "calibration": the base's block or None, "works": bool, "reason":
     str}``. A missing run or metrics file makes ``works`` False with the reason.
     """
-    dataset = cfg["claims"]["dataset"]
-    out: dict = {"objective": None, "curve": None, "calibration": calibration, "works": False, "reason": ""}
-    pairs = [(INSTRUMENT_RUN, dataset), (INSTRUMENT_BASE, dataset)]
+    dataset, run = cfg["claims"]["dataset"], cfg["claims"]["instrument_run"]
+    out: dict = {"run": run, "objective": None, "curve": None, "calibration": calibration}
+    out.update(works=False, reason="")
+    pairs = [(run, dataset), (INSTRUMENT_BASE, dataset)]
     if any(p not in metrics for p in pairs):
-        out["reason"] = f"no metrics of {INSTRUMENT_RUN} and {INSTRUMENT_BASE} on {dataset}"
+        out["reason"] = f"no metrics of {run} and {INSTRUMENT_BASE} on {dataset}"
         return out
     series = {r: metrics[(r, d)].set_index("problem_id")[INSTRUMENT_METRIC].sort_index() for r, d in pairs}
     values = _aligned(series, "instrument")
-    d = values[INSTRUMENT_RUN] - values[INSTRUMENT_BASE]
+    d = values[run] - values[INSTRUMENT_BASE]
     boot = cfg["bootstrap"]
     resamples, confidence = int(boot["resamples"]), float(boot["confidence"])
     effect, low, high = paired_interval(
         d, seed=derive_seed(seed, "claims", "instrument"), resamples=resamples, confidence=confidence
     )
     out["objective"] = {
-        "run": INSTRUMENT_RUN, "base": INSTRUMENT_BASE, "metric": INSTRUMENT_METRIC, "dataset": dataset,
-        "a_value": float(values[INSTRUMENT_RUN].mean()), "b_value": float(values[INSTRUMENT_BASE].mean()),
+        "run": run, "base": INSTRUMENT_BASE, "metric": INSTRUMENT_METRIC, "dataset": dataset,
+        "a_value": float(values[run].mean()), "b_value": float(values[INSTRUMENT_BASE].mean()),
         "effect": effect, "ci_low": low, "ci_high": high, "n_problems": len(d), "ok": bool(low > 0),
     }  # fmt: skip
     reasons = [] if low > 0 else [f"{INSTRUMENT_METRIC} interval [{low:.3f}, {high:.3f}] is not above zero"]
@@ -264,10 +266,14 @@ def instrument_check(
 
 
 def claim_inputs(cfg: Mapping, claims: Sequence[Claim] = CLAIMS) -> tuple[list[tuple[str, str]], list]:
-    """``(metrics pairs, samples pairs)`` the claims read: (run, dataset), runs of ``analysis.models``."""
+    """``(metrics pairs, samples pairs)`` the claims and the instrument check read: (run, dataset), runs
+    of ``analysis.models``."""
     dataset = cfg["claims"]["dataset"]
     known = set(cfg.get("models") or {})
     metrics, samples = set(), set()
+    instrument = (cfg["claims"]["instrument_run"], INSTRUMENT_BASE)
+    if set(instrument) <= known:
+        metrics.update((run, dataset) for run in instrument)
     for claim in claims:
         if not set(claim.runs()) <= known:
             continue
@@ -511,7 +517,7 @@ def render_instrument(instrument: Mapping, decimals: int = 3, confidence: float 
             rise = (f"; last - first {_fmt(curve['effect'], decimals)} [{_fmt(curve['ci_low'], decimals)}, "
                     f"{_fmt(curve['ci_high'], decimals)}] ({confidence:.0%} paired bootstrap over "
                     f"{curve['n_problems']} problems)")  # fmt: skip
-        lines.append(f"- held-out reward of {INSTRUMENT_RUN} by step ({pts}){rise}: "
+        lines.append(f"- held-out reward of {instrument['run']} by step ({pts}){rise}: "
                      f"{'rises' if curve['ok'] else 'DOES NOT RISE'}")  # fmt: skip
     cal = instrument.get("calibration")
     if cal:

@@ -87,8 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--train-metrics",
         default=None,
         metavar="CSV",
-        help="grpo_continuous's training curves (results/metrics/train/grpo_continuous.csv): the held-out "
-        "curve of the instrument check",
+        help="the instrument run's training curves (analysis.claims.instrument_run, default grpo_continuous: "
+        "results/metrics/train/grpo_continuous.csv): the held-out curve of the instrument check",
     )
     q.add_argument(
         "--base-model",

@@ -43,7 +43,8 @@ PASSTHROUGH = (
     "rollout_decoder",
 )
 #: per-run keys that override ``train`` (table 4 varies epochs and PPO iterations; the estimators' k,
-#: its schedule and the own-ratio choice may differ between runs too).
+#: its schedule and the own-ratio choice may differ between runs too). A run's ``heldout`` is merged
+#: into ``train.heldout`` key by key instead (``run_config``).
 RUN_OVERRIDES = ("num_train_epochs", "num_iterations", "bon_k", "bon_k_schedule", "own_ratio")
 
 
@@ -57,6 +58,10 @@ def run_config(train: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     for key in RUN_OVERRIDES:
         if run.get(key) is not None:
             merged[key] = run[key]
+    if run.get("heldout"):
+        if not train.get("heldout"):
+            raise ValueError("a run's heldout override needs train.heldout (the held-out curve is off)")
+        merged["heldout"] = {**train["heldout"], **run["heldout"]}
     merged["advantage_method"] = run["method"]
     merged["reward_kind"] = run["reward_kind"]
     return merged

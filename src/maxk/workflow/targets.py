@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from maxk.analysis.claims import INSTRUMENT_RUN, claim_inputs
+from maxk.analysis.claims import claim_inputs
 from maxk.analysis.tables import table_specs
 from maxk.workflow import paths as P
 
@@ -73,11 +73,12 @@ def samples_files(pairs: Pairs) -> list[str]:
 
 
 def instrument_curve(config: Mapping) -> list[str]:
-    """The training curves of the instrument check's run (``maxk.analysis.claims.INSTRUMENT_RUN``),
-    when the config trains it and has a claims section."""
-    if "claims" not in config["analysis"] or INSTRUMENT_RUN not in config["runs"]:
+    """The training curves of the instrument check's run (``analysis.claims.instrument_run``), when the
+    config trains it and has a claims section."""
+    claims = config["analysis"].get("claims")
+    if not claims or claims["instrument_run"] not in config["runs"]:
         return []
-    return [P.train_metrics(INSTRUMENT_RUN)]
+    return [P.train_metrics(claims["instrument_run"])]
 
 
 def trained_models(config: Mapping) -> list[str]:
