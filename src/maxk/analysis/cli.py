@@ -215,7 +215,7 @@ def _files(files: list[str], pairs, kind: str, flag: str) -> dict:
     if missing:
         raise UserError(
             f"no {kind} file given for {', '.join(missing)}: pass {flag} .../{{model}}/{{dataset}}.parquet"
-            + ("" if kind == "samples" else " (written by `maxk analyze metrics`)")
+            + (" (written by `maxk analyze metrics`)" if kind == "metrics" else "")
         )
     for pair in wanted:
         if not given[pair].exists():
@@ -407,19 +407,14 @@ def _entropy_estimates(
     import pandas as pd
 
     from maxk.analysis.figures import entropy_estimates, render_entropy_estimates
-    from maxk.cli import UserError
     from maxk.io import atomic_path
 
-    found = {}
-    for f in args.rescored:
-        model, ds = Path(f).parent.name, Path(f).name.removesuffix(".parquet")
-        if ds == dataset and model in models:
-            found[model] = pd.read_parquet(f)
-    missing = [m for m in models if m not in found]
-    if missing:
-        raise UserError(
-            f"--rescored: no re-scored file for {missing} on {dataset} (.../{{model}}/{dataset}.parquet)"
-        )
+    pairs = [(m, dataset) for m in models]
+
+    found = {
+        m: pd.read_parquet(path)
+        for (m, _), path in _files(args.rescored, pairs, "re-scored", "--rescored").items()
+    }
     table = entropy_estimates({m: found[m] for m in models}, **bkw)
     csv, md = Path(f"{args.output_stem}_estimates.csv"), Path(f"{args.output_stem}_estimates.md")
     with atomic_path(csv) as tmp:

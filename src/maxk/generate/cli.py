@@ -144,6 +144,19 @@ def prompt_functions(tokenizer: Any, prompt_config: dict[str, Any]) -> tuple[Any
     return build, extract_program
 
 
+def _config_of(text: str) -> dict[str, Any]:
+    """``--config-json`` validated, every default filled in; UserError naming the bad JSON or key."""
+    from maxk.cli import UserError
+    from maxk.config import ConfigError, validate_config
+
+    try:
+        return validate_config(json.loads(text))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--config-json is not valid JSON ({exc.msg})") from exc
+    except ConfigError as exc:
+        raise UserError(f"--config-json: {exc}") from None
+
+
 def _generate(args: argparse.Namespace) -> int:
     from maxk.cli import UserError
 
@@ -154,14 +167,8 @@ def _generate(args: argparse.Namespace) -> int:
     ]
     if missing:
         raise UserError(f"missing {', '.join(missing)}")
-    from maxk.config import ConfigError, validate_config
 
-    try:
-        config = validate_config(json.loads(args.config_json))  # every default filled in
-    except json.JSONDecodeError as exc:
-        raise UserError(f"--config-json is not valid JSON ({exc.msg})") from exc
-    except ConfigError as exc:
-        raise UserError(f"--config-json: {exc}") from None
+    config = _config_of(args.config_json)  # every default filled in
     from pathlib import Path
 
     from maxk.generate.backends import PromptTooLongError, SamplingParams
@@ -237,14 +244,8 @@ def _merge(args: argparse.Namespace) -> int:
 
 def _rescore(args: argparse.Namespace) -> int:
     from maxk.cli import UserError
-    from maxk.config import ConfigError, validate_config
 
-    try:
-        config = validate_config(json.loads(args.config_json))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"--config-json is not valid JSON ({exc.msg})") from exc
-    except ConfigError as exc:
-        raise UserError(f"--config-json: {exc}") from None
+    config = _config_of(args.config_json)
     from maxk.data.prompts import build_prompt
     from maxk.generate.rescore import run_rescore
     from maxk.generate.run import model_fingerprint

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["DecodeResult", "QwenDecoder", "draw_tokens", "sampling_logprobs", "supports"]
+__all__ = ["DecodeResult", "QwenDecoder", "draw_tokens", "entropy_of", "sampling_logprobs", "supports"]
 
 #: Compact the batch once this fraction of the running rows has finished.
 COMPACT_FRACTION = 0.25
@@ -63,6 +63,13 @@ def sampling_logprobs(scores: torch.Tensor, temperature: float, top_p: float) ->
     return torch.log_softmax(scores, dim=-1)
 
 
+def entropy_of(logp: torch.Tensor, p: torch.Tensor | None = None) -> torch.Tensor:
+    """``-sum p log p`` over the last axis of log-probs ``logp`` (tokens with p = 0, e.g. cut by top-p,
+    add nothing); ``p`` = ``logp.exp()`` when the caller already has it."""
+    p = logp.exp() if p is None else p
+    return -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1)
+
+
 def draw_tokens(
     scores: torch.Tensor, u: torch.Tensor, temperature: float, top_p: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -75,7 +82,7 @@ def draw_tokens(
     """
     logp = sampling_logprobs(scores, temperature, top_p)
     p = logp.exp()
-    entropy = -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1)
+    entropy = entropy_of(logp, p)
     cdf = p.double().cumsum(-1)
     token = torch.searchsorted(cdf, (u[:, None] * cdf[:, -1:]).contiguous(), right=True)
     token = token.clamp_(max=p.shape[1] - 1)

@@ -33,12 +33,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: Columns of a re-scored Parquet, in order.
-RESCORE_COLUMNS: tuple[str, ...] = (
-    "problem_id", "sample_index", "num_tokens", "rescored_tokens", "tokens_match",
-    "entropy_full", "nll_rescored", "entropy_sampled", "entropy_kind", "nll_sampled",
-)  # fmt: skip
-
 
 def select_subsample(samples: Any, problems: int, per_problem: int) -> Any:
     """The first ``problems`` problem ids of ``samples`` (a samples DataFrame, in file order) and, of
@@ -90,7 +84,7 @@ def score_sequences(
     """
     import torch
 
-    from maxk.generate.decode import sampling_logprobs
+    from maxk.generate.decode import entropy_of, sampling_logprobs
 
     stops = torch.tensor(list(stop_token_ids), dtype=torch.long, device=device)
     out: list[tuple[float, float]] = []
@@ -119,8 +113,7 @@ def score_sequences(
             first = keep - 1 - len(s.completion_ids)
             end = first + s.positions
             logp = sampling_logprobs(logits[i, first:end], temperature, top_p)
-            p = logp.exp()
-            entropy = -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1)
+            entropy = entropy_of(logp)
             drawn = torch.tensor(s.completion_ids, dtype=torch.long, device=device)
             lp = logp[: len(s.completion_ids)].gather(1, drawn[:, None]).sum()
             if s.stopped:
@@ -142,8 +135,8 @@ def rescore_samples(
     device: str = "cpu",
     progress: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row (``RESCORE_COLUMNS``) per row of ``samples`` (already subsampled); ``prompts`` maps each
-    problem id to the prompt text the samples were generated from."""
+    """One row (the columns of ``rescore_schema``) per row of ``samples`` (already subsampled);
+    ``prompts`` maps each problem id to the prompt text the samples were generated from."""
     from maxk.generate.backends import prompt_token_ids
 
     encoded: dict[str, list[int]] = {}
