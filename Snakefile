@@ -1,27 +1,29 @@
 # maxk: one DAG from raw data to the paper's tables and figures.
 #   laptop (embedded default):  snakemake --cores all
-#   paper scale on Slurm:       snakemake --configfile config/paper.yaml --profile profiles/slurm
+#   paper scale on Slurm:       snakemake --profile slurm   (the profile names config/paper.yaml)
 # The stages live in workflow/rules/*.smk; paths, final targets and each job's config slice live in
 # the package (src/maxk/workflow/), shared by the rules and the tests.
 import os
 
 from snakemake.utils import min_version
 
-from maxk.config import validate_config
+from maxk.config import compose, validate_config
 
 min_version("9.0")
 
 
 # The embedded default applies only when no --configfile is given: Snakemake would otherwise merge
-# the given file INTO the default, leaking the default's datasets and runs into e.g. the paper config.
+# the given file INTO the default, leaking the default's datasets into e.g. the paper config. An
+# overlay on the default names both: --configfile config/config.yaml my.yaml.
 if not workflow.config_settings.configfiles:
 
     configfile: "config/config.yaml"
 
 
-# Every key checked, and every default filled in, from workflow/schemas/ (maxk.config): a typo fails
-# here, before any job, naming the key.
-validate_config(config)
+# The scale files (merged by Snakemake, --config values last) laid over the experiment file they name
+# (config/experiment.yaml: runs, tables, figures, claims); then every key checked, and every default
+# filled in, from workflow/schemas/ (maxk.config): a typo fails here, before any job, naming the key.
+validate_config(compose(config, root=workflow.basedir))
 
 
 # envs/*.post-deploy.sh install this project into each conda environment (--sdm conda) by this path.

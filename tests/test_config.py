@@ -10,11 +10,49 @@ from pathlib import Path
 import pytest
 import yaml
 
-from maxk.config import ConfigError, load_config, section_defaults, validate_config, with_defaults
+from maxk.config import (
+    ConfigError,
+    compose,
+    lay_over,
+    load_config,
+    merge,
+    section_defaults,
+    validate_config,
+    with_defaults,
+)
 from maxk.sandbox import Limits
 
 ROOT = Path(__file__).parents[1]
-CONFIGS = ["config/config.yaml", "config/paper.yaml", "tests/workflow/config_small.yaml"]
+#: each scale file, with the files it is laid over (the tests' scale is an overlay on the embedded one)
+CONFIGS = {
+    "config/config.yaml": (),
+    "config/paper.yaml": (),
+    "tests/workflow/config_small.yaml": ("config/config.yaml",),
+}
+#: each experiment file, with the scale files that name it
+EXPERIMENTS = {
+    "config/experiment.yaml": ("config/config.yaml",),
+    "tests/workflow/experiment_small.yaml": ("config/config.yaml", "tests/workflow/config_small.yaml"),
+}
+
+
+def _raw(name):
+    return yaml.safe_load((ROOT / name).read_text())
+
+
+def _scale(names):
+    config = {}
+    for name in names:
+        merge(config, _raw(name))
+    return config
+
+
+def _flat(node, path=()):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _flat(value, (*path, key))
+    else:
+        yield path, node
 
 
 def _leaves(node, path=()):
@@ -48,16 +86,12 @@ def test_defaults_of_every_section_file_are_applied():
     assert cfg["sandbox"] == {"isolation": {"allow_exposed_training": False}, "batch_size": 512}
 
 
-@pytest.mark.parametrize("name", CONFIGS)
-def test_configs_hold_only_what_differs_from_the_defaults(name):
-    """Every key a config sets changes what the stages see: removing it must change the validated
-    config (or, in the sandbox section, the sandbox's Limits)."""
-    text = (ROOT / name).read_text()
-    raw = yaml.safe_load(text)
-    full = json.dumps(validate_config(copy.deepcopy(raw)), sort_keys=True)
+def _redundant(raw, composed_of):
+    """The leaves of ``raw`` whose removal leaves ``composed_of(raw)`` (validated) unchanged."""
+    full = json.dumps(validate_config(composed_of(copy.deepcopy(raw))), sort_keys=True)
     redundant = []
     for path in _leaves(raw):
-        if path == ("seed",):
+        if path in (("seed",), ("experiment",)):
             continue
         trial = _without(raw, path)
         if path[0] == "sandbox":
@@ -65,12 +99,84 @@ def test_configs_hold_only_what_differs_from_the_defaults(name):
             same = same and trial["sandbox"].get("batch_size", 512) == raw["sandbox"].get("batch_size", 512)
         else:
             try:
-                same = json.dumps(validate_config(trial), sort_keys=True) == full
+                same = json.dumps(validate_config(composed_of(trial)), sort_keys=True) == full
             except ConfigError:
                 same = False  # required: not a default
         if same:
             redundant.append(".".join(map(str, path)))
+    return redundant
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_configs_hold_only_what_differs_from_the_defaults(name):
+    """Every key a scale file sets changes what the stages see: removing it must change the composed,
+    validated config (or, in the sandbox section, the sandbox's Limits). For an overlay, a key that
+    repeats the file beneath it is as redundant as one that repeats a default."""
+    bases = _scale(CONFIGS[name])
+    redundant = _redundant(_raw(name), lambda raw: compose(merge(copy.deepcopy(bases), raw)))
     assert redundant == [], f"{name} repeats defaults: {redundant}"
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiments_hold_only_what_their_scales_see(name):
+    scale = _scale(EXPERIMENTS[name])
+    redundant = _redundant(_raw(name), lambda raw: lay_over(raw, scale))
+    assert redundant == [], f"{name} repeats defaults or settings its scale replaces: {redundant}"
+
+
+def test_the_experiment_is_written_once():
+    """The run matrix, tables, figures and claims are config/experiment.yaml's; the two scales share
+    few identical settings (issue 27: at most 25, from 85) and the embedded one defines no run or table."""
+    embedded, paper = dict(_flat(_raw("config/config.yaml"))), dict(_flat(_raw("config/paper.yaml")))
+    shared = sorted(".".join(map(str, k)) for k in embedded if k in paper and embedded[k] == paper[k])
+    assert len(shared) <= 25, shared
+    assert "runs" not in _raw("config/config.yaml") and "tables" not in _raw("config/config.yaml")["analysis"]
+    experiment = _raw("config/experiment.yaml")
+    assert set(experiment) == {"runs", "analysis"}
+    # the paper scale adds one run its budget allows (the embedded one cannot afford it); it redefines none
+    added = {name for name, run in _raw("config/paper.yaml")["runs"].items() if "method" in run}
+    assert added == {"bon_mean_centered"} and not added & set(experiment["runs"])
+    for name in ("config/config.yaml", "config/paper.yaml"):
+        assert load_config(ROOT / name)["experiment"] == "config/experiment.yaml"
+    assert list(load_config()["runs"]) == list(experiment["runs"])
+    paper_runs = list(load_config(ROOT / "config" / "paper.yaml")["runs"])
+    assert paper_runs == [*experiment["runs"], "bon_mean_centered"]
+
+
+def test_a_scale_is_laid_over_its_experiment(tmp_path):
+    table = {"caption": "x", "rows": ["base", "a"], "metrics": ["max"], "ks": [1]}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump({
+        "runs": {"a": {"method": "grpo"}},
+        "analysis": {"models": {"base": "Base", "a": "A"}, "tables": {"t": table}},
+    }))  # fmt: skip
+    lab = {"groups": 10, "n": [2], "k": [1], "plot_k": 1, "plot_n": 2}
+    scale = {"experiment": "exp.yaml", "seed": 3, "analysis": {"datasets": {"d": {"label": "D"}},
+             "tables": {"t": {"caption": "y"}}, "lab": lab}}  # fmt: skip
+    cfg = validate_config(compose(copy.deepcopy(scale), root=tmp_path))
+    table = cfg["analysis"]["tables"]["t"]
+    assert table["caption"] == "y" and table["rows"] == ["base", "a"]  # the scale's key wins, the rest kept
+    assert table["datasets"] == ["d"]  # no table_datasets: every dataset of analysis.datasets
+    assert compose({"seed": 1}, root=tmp_path) == {"seed": 1}  # no experiment key: the file is whole
+    # a scale that overrides a run its experiment does not define is named, with why
+    stray = {**copy.deepcopy(scale), "runs": {"b": {"num_iterations": 1}}}
+    with pytest.raises(ConfigError, match=r"runs\.b: 'method' is a required .*\(a scale file sets runs\.b"):
+        validate_config(compose(stray, root=tmp_path))
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"runs": {}, "seed": 1}))
+    with pytest.raises(ConfigError, match=r"bad\.yaml: an experiment defines only runs, analysis; seed"):
+        compose({"experiment": "bad.yaml", "seed": 1}, root=tmp_path)
+    with pytest.raises(ConfigError, match=r"config key experiment: .*missing\.yaml not found"):
+        compose({"experiment": "missing.yaml", "seed": 1}, root=tmp_path)
+
+
+def test_merge_is_snakemake_s():
+    """maxk.config.merge is the merge Snakemake applies to several --configfile (update_config)."""
+    from snakemake.utils import update_config
+
+    base = {"a": {"b": 1, "c": [1, 2], "d": {"e": 1}}, "f": None}
+    update = {"a": {"c": [3], "d": {"g": 2}, "h": None}, "f": {"i": 1}}
+    ours, theirs = merge(copy.deepcopy(base), update), copy.deepcopy(base)
+    update_config(theirs, copy.deepcopy(update))
+    assert ours == theirs == {"a": {"b": 1, "c": [3], "d": {"e": 1, "g": 2}, "h": None}, "f": {"i": 1}}
 
 
 def test_a_bad_key_is_named():

@@ -7,6 +7,14 @@ it with ``validate_config`` (below), as does code that reads a config file witho
 Config files hold only what differs from the defaults. (``snakemake.utils.validate`` is not used: it
 fills in the defaults of the top-level file only, not of the section files its ``$ref``s reach.)
 
+A config is composed of files (``compose``): the experiment (``config/experiment.yaml``: the run
+matrix, tables, figures and claims), then the scale files given (the embedded ``config/config.yaml``,
+``config/paper.yaml``, a user's overlay), each updating the one before recursively (mappings merge,
+any other value replaces), then ``--config`` values. A scale names its experiment by the top-level key
+``experiment``; the experiment is chosen there, not merged, so a scale with a smaller run matrix (the
+test config) names a smaller experiment rather than deleting runs. Order and examples:
+config/README.md#composition.
+
 Exceptions: the ``sandbox`` section's defaults are ``maxk.sandbox.Limits``'s (the sandbox is also a
 library, used without any config), and ``seed`` has none (every config names its own).
 """
@@ -74,8 +82,71 @@ def _validator() -> Any:
     return cls(schema, registry=registry)
 
 
+EXPERIMENT_KEYS = ("runs", "analysis")  # what an experiment file may define
+
+
+def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``base`` updated by ``update``, in place, as Snakemake merges config files: a mapping merges
+    into a mapping key by key, recursively; any other value (a list, a scalar, null) replaces."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def compose(config: dict[str, Any], *, root: str | Path = _ROOT) -> dict[str, Any]:
+    """``config`` (the scale files as merged, ``--config`` values included) laid over the experiment
+    file its ``experiment`` key names (relative to ``root``, the repository), in place; return it.
+    Without that key, ``config`` is returned as it is (it defines its runs and analysis itself)."""
+    name = config.get("experiment")
+    if name is None:
+        return config
+    composed = lay_over(load_experiment(Path(root) / name), config)
+    config.clear()
+    config.update(composed)
+    return config
+
+
+def load_experiment(path: Path) -> dict[str, Any]:
+    """The experiment file at ``path``: a mapping of ``EXPERIMENT_KEYS`` only."""
+    if not path.is_file():
+        raise ConfigError(f"config key experiment: {path} not found")
+    experiment = _load_yaml(path) or {}
+    if not isinstance(experiment, dict):
+        raise ConfigError(f"{path}: an experiment file must be a mapping of keys")
+    extra = sorted(set(experiment) - set(EXPERIMENT_KEYS))
+    if extra:
+        raise ConfigError(
+            f"{path}: an experiment defines only {', '.join(EXPERIMENT_KEYS)}; {', '.join(extra)} belong to "
+            "a scale file (config/README.md#composition)"
+        )
+    return experiment
+
+
+def lay_over(experiment: dict[str, Any], scale: dict[str, Any]) -> dict[str, Any]:
+    """A new config: ``experiment`` updated by ``scale`` (``merge``); neither is changed."""
+    return merge(merge({}, experiment), scale)
+
+
+def _fill_compared_datasets(config: dict[str, Any]) -> None:
+    """A table, the full tables and the max@k curves without ``datasets`` compare on
+    ``analysis.table_datasets`` (itself by default every dataset of ``analysis.datasets``)."""
+    analysis = config.get("analysis")
+    if not analysis:
+        return
+    default = analysis.get("table_datasets") or list(analysis.get("datasets") or {})
+    specs = [*(analysis.get("tables") or {}).values(), analysis.get("full_tables")]
+    specs.append((analysis.get("figures") or {}).get("maxk_curves"))
+    for spec in specs:
+        if spec is not None and "datasets" not in spec:
+            spec["datasets"] = list(default)
+
+
 def validate_config(config: dict[str, Any], *, file: str | Path | None = None) -> dict[str, Any]:
-    """Check ``config`` against the schema and fill in every default, in place; return it."""
+    """Check ``config`` (composed: ``compose``) against the schema and fill in every default, in
+    place; return it."""
     from jsonschema import ValidationError
 
     try:
@@ -83,18 +154,26 @@ def validate_config(config: dict[str, Any], *, file: str | Path | None = None) -
     except ValidationError as exc:
         key = ".".join(str(p) for p in exc.absolute_path) or "(top level)"
         where = f"{file}: " if file is not None else ""
-        raise ConfigError(f"{where}config key {key}: {exc.message}") from None
+        hint = ""
+        if exc.validator == "required" and len(exc.absolute_path) == 2 and exc.absolute_path[0] == "runs":
+            hint = f" (a scale file sets runs.{exc.absolute_path[1]}, which its experiment does not define)"
+        raise ConfigError(f"{where}config key {key}: {exc.message}{hint}") from None
+    _fill_compared_datasets(config)
     return config
 
 
-def load_config(path: str | Path | None = None) -> dict[str, Any]:
-    """The config file at ``path`` (default: the repository's ``config/config.yaml``), validated and
-    with every default filled in, as the Snakefile sees it."""
-    path = Path(path) if path is not None else DEFAULT_CONFIG
-    config = _load_yaml(path) or {}
-    if not isinstance(config, dict):
-        raise ConfigError(f"{path}: a config file must be a mapping of keys")
-    return validate_config(config, file=path)
+def load_config(*paths: str | Path) -> dict[str, Any]:
+    """The config files at ``paths`` (default: the repository's ``config/config.yaml``), merged in
+    order, composed with their experiment, validated and with every default filled in: the config
+    the Snakefile sees for ``snakemake --configfile PATH...``."""
+    config: dict[str, Any] = {}
+    for path in (Path(p) for p in paths or (DEFAULT_CONFIG,)):
+        part = _load_yaml(path) or {}
+        if not isinstance(part, dict):
+            raise ConfigError(f"{path}: a config file must be a mapping of keys")
+        merge(config, part)
+    files = ", ".join(str(p) for p in paths or (DEFAULT_CONFIG,))
+    return validate_config(compose(config), file=files)
 
 
 def with_defaults(section: str, value: dict[str, Any]) -> dict[str, Any]:

@@ -42,8 +42,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(ROOT / "src")]
@@ -75,13 +73,11 @@ QWEN25_TEMPLATE = (
 
 
 def load_config(paths: list[Path]) -> dict:
-    """The merged config as Snakemake sees it (later files update earlier ones, recursively)."""
-    from snakemake.utils import update_config
+    """The config as the Snakefile sees it: later files update earlier ones recursively, laid over the
+    experiment they name, validated (``maxk.config.load_config``)."""
+    from maxk.config import load_config as load
 
-    config: dict = {}
-    for path in paths:
-        update_config(config, yaml.safe_load(path.read_text()))
-    return config
+    return load(*paths)
 
 
 def commit_of(revision: str | None) -> tuple[str, str | None]:

@@ -53,9 +53,12 @@ def test_launch_prefix_cpu_and_gpu():
 def test_every_run_maps_to_a_valid_trainer_config(name, tmp_path):
     from maxk.train.grpo import MaxKGRPOConfig
 
+    from maxk.workflow.slices import run_entry
+
     cfg = _config(name)
     hashes = set()
-    for run, entry in cfg["runs"].items():
+    for run in cfg["runs"]:
+        entry = run_entry(cfg, run)  # the instrument run with its scale's held-out sizing
         eff = run_config(cfg["train"], entry)
         hashes.add(run_hash(eff))
         kw = grpo_kwargs(eff, output_dir=str(tmp_path / run), seed=1, use_cpu=True)
@@ -103,6 +106,22 @@ def test_a_run_may_size_its_own_heldout_curve():
     cfg["runs"]["grpo_e4_ppo1"]["heldout"] = {"dataset": "suite_test"}  # the pool is not a run's to pick
     with pytest.raises(ConfigError, match=r"runs\.grpo_e4_ppo1\.heldout"):
         validate_config(cfg)
+
+
+def test_the_instrument_run_is_measured_as_its_scale_says():
+    """analysis.claims.instrument_heldout reaches the instrument run's job (and no other run's) as its
+    heldout override: the embedded scale measures grpo_e4_ppo1 on all 150 held-out problems x 64."""
+    from maxk.workflow import slices
+
+    cfg = _config("config.yaml")
+    instrument = slices.train(cfg, "grpo_e4_ppo1")["run"]
+    assert instrument["heldout"] == {"problems": 150, "samples": 64, "every": 1000}
+    assert run_config(cfg["train"], instrument)["heldout"]["dataset"] == "suite_heldout"
+    assert "heldout" not in slices.train(cfg, "grpo_continuous")["run"]
+    cfg["analysis"]["claims"]["instrument_run"] = "grpo_continuous"
+    assert slices.train(cfg, "grpo_continuous")["run"]["heldout"]["samples"] == 64
+    assert "heldout" not in slices.train(cfg, "grpo_e4_ppo1")["run"]
+    assert "heldout" not in slices.train(_config("paper.yaml"), "grpo_continuous")["run"]
 
 
 def test_runs_schema_lists_exactly_the_registered_methods():

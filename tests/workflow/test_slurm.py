@@ -93,15 +93,18 @@ def test_paper_config_plans_every_job_on_slurm() -> None:
 @pytest.mark.slow
 def test_small_dag_runs_through_the_real_slurm_plugin(tmp_path: Path) -> None:
     """Base model -> one generation with a GPU request -> scoring, all submitted through sbatch."""
-    cfg = yaml.safe_load((ROOT / "tests" / "workflow" / "config_small.yaml").read_text())
-    cfg["resources"]["generate_shard"] = {"threads": 1, "mem_mb": 2000, "runtime": 20, "gpu": 1}
+    small = ROOT / "tests" / "workflow" / "config_small.yaml"  # an overlay on the embedded default
+    cfg = load_config(ROOT / "config" / "config.yaml", small)
+    overlay = yaml.safe_load(small.read_text())
+    overlay["resources"]["generate_shard"] = {"threads": 1, "mem_mb": 2000, "runtime": 20, "gpu": 1}
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(cfg))
+    config.write_text(yaml.safe_dump(overlay))
     state = tmp_path / "slurm"
     workdir = tmp_path / "work"
     res = run(
         [
-            "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir), "--configfile", str(config),
+            "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
+            "--configfile", str(ROOT / "config" / "config.yaml"), str(config),
             "--profile", str(PROFILE), "--slurm-init-seconds-before-status-checks", "1",
             "results/scores/base/suite_test.parquet",
         ],

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = ROOT / "tests" / "workflow" / "config_small.yaml"
+SMALL = ROOT / "tests" / "workflow" / "config_small.yaml"  # an overlay on the embedded default
 SANDBOX_UID = 65534
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,8 @@ pytestmark = pytest.mark.slow
 def smk_cmd(workdir: Path, *args: str, config: Path = SMALL) -> list[str]:
     return [
         sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-        "--directory", str(workdir), "--configfile", str(config), "--cores", "2", *args,
+        "--directory", str(workdir), "--configfile", str(ROOT / "config" / "config.yaml"), str(config),
+        "--cores", "2", *args,
     ]  # fmt: skip
 
 

@@ -54,15 +54,27 @@ def rl_prompts(config: Config, _: str | None = None) -> Config:
     }
 
 
+def run_entry(config: Config, run: str) -> Config:
+    """``runs.<run>`` as its job runs it: the instrument check's run (``analysis.claims.instrument_run``)
+    takes the scale's ``analysis.claims.instrument_heldout`` as its ``heldout`` override (a scale's
+    choice of how precisely to measure the instrument; the experiment's run matrix stays one file)."""
+    entry = config["runs"][run]
+    claims = (config.get("analysis") or {}).get("claims") or {}
+    if claims.get("instrument_heldout") and claims.get("instrument_run") == run:
+        entry = {**entry, "heldout": {**(entry.get("heldout") or {}), **claims["instrument_heldout"]}}
+    return entry
+
+
 def train(config: Config, run: str) -> Config:
     """Planning fails here, naming the run, when its settings are inconsistent (``check_run``)."""
     from maxk.train.launch import check_run, run_config
 
-    check_run(run, run_config(config["train"], config["runs"][run]))
+    entry = run_entry(config, run)
+    check_run(run, run_config(config["train"], entry))
     return {
         "seed": config["seed"],
         "train": config["train"],
-        "run": config["runs"][run],
+        "run": entry,
         "prompt": config["prompt"],
         "sandbox": config["sandbox"],
     }
