@@ -90,7 +90,7 @@ def test_train_cli_names_a_missing_model(cache, tmp_path, capsys):
 
 
 def test_rules_pass_the_pinned_base_revision_to_every_job_that_loads_it():
-    from maxk.workflow.paths import model_revision_arg
+    from maxk.paths import model_revision_arg
 
     pinned = {"base_model": {"build": False, "path": "Org/Model", "revision": SHA_A}}
     assert model_revision_arg(pinned, "base") == f" --revision {SHA_A}"

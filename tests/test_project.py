@@ -262,3 +262,54 @@ def test_data_modules_do_not_import_each_other_in_a_cycle() -> None:
     assert "maxk.data.source" in imported(data / "hub.py") and "maxk.data.source" in imported(
         data / "build.py"
     )
+
+
+#: The house's floors, bottom up: a stage may import the stages below it and the shared top-level
+#: modules (maxk.paths, maxk.config, maxk.seeds, ...), never a stage above it; maxk.workflow (the
+#: rules' seam) sits above every stage.
+LAYERS = ("data", "sandbox", "generate", "train", "analysis", "workflow")
+
+
+def _maxk_imports(path: Path) -> list[tuple[str, int]]:
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names if node.module == "maxk"]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        found += [(name, node.lineno) for name in names if name.startswith("maxk.")]
+    return found
+
+
+def test_no_module_imports_a_later_stage() -> None:
+    """Issue 27: arrows run down the house only (module-level and in-function imports alike)."""
+    src = ROOT / "src" / "maxk"
+    upward = []
+    for path in sorted(src.rglob("*.py")):
+        parts = path.relative_to(src).parts
+        own = parts[0] if len(parts) > 1 else None
+        for name, line in _maxk_imports(path):
+            target = name.split(".")[1]
+            if own in LAYERS and target in LAYERS and LAYERS.index(target) > LAYERS.index(own):
+                upward.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+            if own is None and target in LAYERS and path.name not in ("cli.py", "__main__.py"):
+                upward.append(f"{path.relative_to(ROOT)}:{line} (shared) imports the stage {name}")
+    assert upward == []
+    # the check sees both spellings of an import of the rules' seam
+    assert _maxk_imports_of("from maxk.workflow import slices\n") == [("maxk.workflow", 1)]
+    assert ("maxk.workflow", 2) in _maxk_imports_of("import os\nfrom maxk import paths, workflow\n")
+
+
+def _maxk_imports_of(code: str) -> list[tuple[str, int]]:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
+        fh.write(code)
+    try:
+        return _maxk_imports(Path(fh.name))
+    finally:
+        os.unlink(fh.name)

@@ -48,7 +48,7 @@ sys.path[:0] = [str(HERE), str(ROOT / "src")]
 
 from fixtures import cure_rows  # noqa: E402
 
-from maxk.workflow import paths as P  # noqa: E402
+from maxk import paths as P  # noqa: E402
 
 #: a commit for a revision the config leaves at a branch (``main``) or null
 FAKE_COMMIT = "0" * 40

@@ -52,7 +52,6 @@ def test_launch_prefix_cpu_and_gpu():
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
 def test_every_run_maps_to_a_valid_trainer_config(name, tmp_path):
     from maxk.train.grpo import MaxKGRPOConfig
-
     from maxk.workflow.slices import run_entry
 
     cfg = _config(name)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from maxk import paths as P
 from maxk.config import load_config
-from maxk.workflow import paths as P
 from maxk.workflow import slices, targets
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ def test_every_rule_with_config_passes_its_own_slice():
 
 
 def test_the_results_root_is_written_once():
-    """Rule files name paths through maxk.workflow.paths; no module but it spells the root."""
+    """Rule files name paths through maxk.paths; no module but it spells the root."""
     for path in [*RULE_FILES, ROOT / "Snakefile"]:
         code = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
         assert '"results' not in code and "'results" not in code, path.name
@@ -46,8 +46,8 @@ def test_the_results_root_is_written_once():
     assert spelled == [] and P.RESULTS == "results"
 
 
-def test_every_output_path_is_built_in_maxk_workflow_paths():
-    """Rules and targets name each result file through ``maxk.workflow.paths``: no module but it, and
+def test_every_output_path_is_built_in_maxk_paths():
+    """Rules and targets name each result file through ``maxk.paths``: no module but it, and
     no rule file, builds one from the results root (logs and benchmarks aside)."""
     built = [
         path.relative_to(ROOT).as_posix()

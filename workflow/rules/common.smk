@@ -1,6 +1,6 @@
 # Shared helpers used by all the rule files. Paths, final targets and the config slice each job
-# depends on live in the package (maxk.workflow: paths, targets, slices), tested without Snakemake.
-from maxk.workflow import paths as P
+# depends on live in the package (maxk.paths; maxk.workflow: targets, slices), tested without Snakemake.
+from maxk import paths as P
 from maxk.workflow import slices
 from maxk.workflow.resources import retry_resources
 from maxk.workflow.targets import final_targets

@@ -5,7 +5,7 @@
 # and there is no merge job: a job saved per (model, dataset), i.e. one interpreter start-up each.
 # {model} is `base` (config base_model: results/models/base when built, else base_model.path, e.g. a
 # hub id at paper scale) or a training run name (results/models/{run}). Orchestration requests the (model, dataset) pairs.
-# Paths: maxk.workflow.paths; resources: maxk.workflow.resources.generate_resources.
+# Paths: maxk.paths; resources: maxk.workflow.resources.generate_resources.
 from maxk.workflow.resources import generate_resources
 
 GEN_RES = generate_resources(config, rule_resources("generate_shard"))

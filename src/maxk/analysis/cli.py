@@ -4,7 +4,7 @@ Registration is cheap (argparse only); numpy/pandas/matplotlib/torch are importe
 Every handler takes the ``analysis`` config section as JSON (``--config-json``, as Snakemake passes
 it through ``params``) and the master seed, and writes provenance beside its outputs. Input files are
 named one by one (``--metrics`` / ``--samples``, each ``.../{model}/{dataset}.parquet`` as the workflow
-lays them out, ``maxk.workflow.paths``): the rule hands over exactly the inputs it declared, and a
+lays them out, ``maxk.paths``): the rule hands over exactly the inputs it declared, and a
 shell glob such as ``results/metrics/*/*.parquet`` works by hand; files no table needs are ignored.
 """
 
@@ -207,7 +207,7 @@ def _files(files: list[str], pairs, kind: str, flag: str) -> dict:
     """``{(model, dataset): path}`` of every pair in ``pairs``, from the files given (any order);
     UserError naming the pairs no file covers."""
     from maxk.cli import UserError
-    from maxk.workflow.paths import pair_of
+    from maxk.paths import pair_of
 
     given = {pair_of(f): Path(f) for f in files}
     wanted = sorted(set(pairs))

@@ -25,8 +25,8 @@ def _build(args: argparse.Namespace) -> int:
     from maxk.cli import UserError
     from maxk.config import load_config
     from maxk.data.build import DataError, build_dataset, write_dataset
+    from maxk.paths import data as data_path
     from maxk.provenance import write_provenance
-    from maxk.workflow.paths import data as data_path
 
     config = json.loads(args.config_json) if args.config_json else load_config(args.configfile)
     output = args.output or data_path(args.name)

@@ -140,11 +140,11 @@ def build_base_model(
 
     from maxk.config import job_config
     from maxk.data.prompts import build_prompt
+    from maxk.paths import dataset_name
     from maxk.provenance import write_provenance
     from maxk.tiny import init_model, save, train_tokenizer
     from maxk.train.run import write_trained_on
     from maxk.train.sampling import sample_scored
-    from maxk.workflow.paths import dataset_name
 
     config = job_config(config, ("base_model",))  # every key left out at its default
     bm, seed, prompt_cfg = config["base_model"], int(config["seed"]), config["prompt"]

@@ -101,7 +101,7 @@ def write_trained_on(model_dir: str | os.PathLike[str], data: str, problems: lis
     trained on, ``dataset`` the name of the file they came from (``results/data/NAME.jsonl.gz``). The
     contamination audit (``maxk analyze contamination``) checks them against every evaluation set."""
     from maxk.io import write_json
-    from maxk.workflow.paths import TRAINED_ON, dataset_name
+    from maxk.paths import TRAINED_ON, dataset_name
 
     name = dataset_name(str(data))
     path = Path(model_dir) / TRAINED_ON

@@ -1,6 +1,6 @@
-"""The seam between the Snakemake rules and the package.
+"""The seam between the Snakemake rules and the package (where every file lives: ``maxk.paths``,
+shared with the stages, which must not import this package: it sits above them all).
 
-- ``paths``      where every file of a run lives (the results root, defined once)
 - ``targets``    the final outputs a config declares, and each analysis job's exact inputs
 - ``slices``     the part of the config each rule's job depends on (its ``--config-json``)
 - ``resources``  per-rule threads, memory and runtime, growing on retry up to the caps

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from maxk import paths as P
 from maxk.analysis.claims import claim_inputs
 from maxk.analysis.tables import table_specs
-from maxk.workflow import paths as P
 
 Pairs = list[tuple[str, str]]
 
