@@ -219,3 +219,57 @@ def test_the_paper_config_reads_the_hub_at_commits():
     for name in set(pools) - unpinned:
         assert "UNPINNED" not in block_of[name], name
     assert len(unpinned) <= 1  # LiveBench's: no commit of it could be read offline (issue 14)
+
+
+#: every stage's typed config (issue 27): (class, its schema section)
+def _stage_configs():
+    from maxk.generate.config import GenerateConfig, TransformersSettings, VLLMSettings
+
+    return [GenerateConfig, TransformersSettings, VLLMSettings]
+
+
+@pytest.mark.parametrize("cls", _stage_configs(), ids=lambda c: c.__name__)
+def test_each_stage_config_is_its_schema_section_field_by_field(cls):
+    """Fields are the schema's keys; each default is what validate_config fills in and each help text
+    the schema's description: the schema is the one source."""
+    import dataclasses
+
+    from maxk.config import _defaults_at, _schema_at
+
+    path = cls.__config_section__
+    props = _schema_at(path)["properties"]
+    made = cls()
+    assert [f.name for f in dataclasses.fields(cls)] == list(props)
+    defaults = _defaults_at(path)
+    for f in dataclasses.fields(cls):
+        assert f.metadata["help"] == props[f.name]["description"] and f.metadata["key"] == f"{path}.{f.name}"
+        value = getattr(made, f.name)
+        assert (dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value) == defaults[f.name]
+    if "." not in path:  # a whole section: from_config is the rule's slice, checked, defaults filled in
+        assert dataclasses.asdict(cls.from_config({})) == with_defaults(path, {})
+
+
+def test_a_stage_config_is_built_from_a_slice_and_refuses_a_bad_one():
+    import dataclasses
+
+    from maxk.generate.config import GenerateConfig
+
+    gen = GenerateConfig.from_config({"n": 4, "vllm": {"dtype": "auto"}})
+    assert gen.n == 4 and gen.vllm.dtype == "auto" and gen.vllm.prompts_per_call == 16 and gen.top_p == 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gen.n = 5
+    with pytest.raises(ConfigError, match=r"generate\.n: 0 is less than the minimum of 1"):
+        GenerateConfig.from_config({"n": 0})
+    with pytest.raises(ConfigError, match=r"generate: Additional properties .*'nn'"):
+        GenerateConfig.from_config({"nn": 1})
+
+
+def test_a_stage_config_must_match_its_schema():
+    from maxk.config import config_section
+
+    with pytest.raises(TypeError, match=r"not in the schema \['extra'\], schema keys without a field \["):
+
+        @config_section("generate.transformers")
+        class Wrong:
+            max_batch_size: int
+            extra: int

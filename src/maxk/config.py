@@ -22,9 +22,14 @@ library, used without any config), and ``seed`` has none (every config names its
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
+import inspect
+import sys
+import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -206,3 +211,82 @@ def section_defaults(section: str) -> dict[str, Any]:
 @functools.cache
 def _section_defaults(section: str) -> dict[str, Any]:
     return validate_config({"seed": 0, section: {}})[section]
+
+
+# --- one typed config per stage: a frozen dataclass per schema section --------------------------------
+
+T = TypeVar("T")
+
+
+@functools.cache
+def _schema_at(path: str) -> dict[str, Any]:
+    """The schema of config section ``path`` ("generate", or nested: "generate.vllm")."""
+    section, *rest = path.split(".")
+    schema = _load_yaml(SCHEMA.parent / f"{section}.schema.yaml")
+    for key in rest:
+        schema = schema["properties"][key]
+    return schema
+
+
+def _defaults_at(path: str) -> dict[str, Any]:
+    """The defaults of section ``path`` as ``validate_config`` fills them in (nested ones included)."""
+    section, *rest = path.split(".")
+    value = with_defaults(section, {})
+    for key in rest:
+        value = value.get(key) or {}
+    return value
+
+
+def config_section(path: str) -> Callable[[type[T]], type[T]]:
+    """Class decorator: ``cls`` becomes the frozen, keyword-only dataclass of config section ``path``.
+
+    Its annotated fields must be exactly the schema's properties (else ``TypeError`` at import, naming
+    them); each field's default and ``metadata["help"]`` come from the schema, the one source (TRL's
+    ``GRPOConfig`` is the model: a field, its default, its help). A field annotated with another such
+    class is that nested section. ``cls.from_config(value)`` checks ``value`` (the slice a rule passes)
+    against the schema, fills in every default, and builds the nested sections."""
+
+    def wrap(cls: type[T]) -> type[T]:
+        props = _schema_at(path).get("properties", {})
+        names = list(inspect.get_annotations(cls))
+        if set(names) != set(props):
+            raise TypeError(
+                f"{cls.__name__} (config section {path}): fields not in the schema "
+                f"{sorted(set(names) - set(props))}, schema keys without a field "
+                f"{sorted(set(props) - set(names))}"
+            )
+        defaults = _defaults_at(path)
+        hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+        for name in names:
+            meta = {"help": props[name].get("description", ""), "key": f"{path}.{name}"}
+            nested = hints[name] if hasattr(hints[name], "__config_section__") else None
+            if nested is not None:
+                made = dataclasses.field(default_factory=nested, metadata=meta)
+            elif name not in defaults:
+                made = dataclasses.field(metadata=meta)
+            elif isinstance(defaults[name], dict | list):
+                fresh = functools.partial(copy.deepcopy, defaults[name])
+                made = dataclasses.field(default_factory=fresh, metadata=meta)
+            else:
+                made = dataclasses.field(default=defaults[name], metadata=meta)
+            setattr(cls, name, made)
+        out = dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+        out.__config_section__ = path  # type: ignore[attr-defined]
+        out.from_config = classmethod(_from_config)  # type: ignore[attr-defined]
+        return out
+
+    return wrap
+
+
+def _from_config(cls: type[T], value: Mapping[str, Any]) -> T:
+    path = cls.__config_section__  # type: ignore[attr-defined]
+    if "." not in path:
+        value = with_defaults(path, copy.deepcopy(dict(value)))
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    kwargs = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in value:
+            item = value[f.name]
+            kind = hints[f.name]
+            kwargs[f.name] = kind.from_config(item) if hasattr(kind, "__config_section__") else item
+    return cls(**kwargs)

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # built in the commands: the schema is read there, not at `maxk --help`
+    from maxk.generate.config import GenerateConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -95,41 +99,39 @@ def _load_problems(path: str) -> list[dict[str, Any]]:
     return problems
 
 
-def make_backend(gen: dict[str, Any], model_path: str, *, seed: int, threads: int | None) -> Any:
-    """The backend named by ``gen['backend']`` with its settings from the (validated) ``generate``
-    config section, on the model directory ``model_path`` (a hub id and its revision are resolved
-    before: ``maxk.hf_hub``)."""
-    backend = gen["backend"]
-    if backend == "transformers":
+def make_backend(gen: GenerateConfig, model_path: str, *, seed: int, threads: int | None) -> Any:
+    """The backend named by ``gen.backend`` with its settings, on the model directory ``model_path``
+    (a hub id and its revision are resolved before: ``maxk.hf_hub``)."""
+    if gen.backend == "transformers":
         from maxk.generate.hf import TransformersBackend
 
-        hf = gen["transformers"]
+        hf = gen.transformers
         return TransformersBackend(
             model_path,
-            max_batch_size=hf["max_batch_size"],
-            dtype=hf["dtype"],
-            device=hf["device"],
+            max_batch_size=hf.max_batch_size,
+            dtype=hf.dtype,
+            device=hf.device,
             threads=threads,
-            stop_tokens=gen["stop_tokens"],
+            stop_tokens=gen.stop_tokens,
         )
-    if backend == "vllm":
+    if gen.backend == "vllm":
         from maxk.generate.vllm import VLLMBackend
 
-        v = gen["vllm"]
+        v = gen.vllm
         return VLLMBackend(
             model_path,
-            tensor_parallel_size=v["tensor_parallel_size"],
-            gpu_memory_utilization=v["gpu_memory_utilization"],
-            max_model_len=v["max_model_len"],
-            dtype=v["dtype"],
-            entropy_top_logprobs=v["entropy_top_logprobs"],
-            logprobs_mode=v["logprobs_mode"],
-            enforce_eager=v["enforce_eager"],
-            prompts_per_call=v["prompts_per_call"],
+            tensor_parallel_size=v.tensor_parallel_size,
+            gpu_memory_utilization=v.gpu_memory_utilization,
+            max_model_len=v.max_model_len,
+            dtype=v.dtype,
+            entropy_top_logprobs=v.entropy_top_logprobs,
+            logprobs_mode=v.logprobs_mode,
+            enforce_eager=v.enforce_eager,
+            prompts_per_call=v.prompts_per_call,
             seed=seed,
-            stop_tokens=gen["stop_tokens"],
+            stop_tokens=gen.stop_tokens,
         )
-    raise ValueError(f"unknown generate.backend {backend!r} (expected 'transformers' or 'vllm')")
+    raise ValueError(f"unknown generate.backend {gen.backend!r} (expected 'transformers' or 'vllm')")
 
 
 def prompt_functions(tokenizer: Any, prompt_config: dict[str, Any]) -> tuple[Any, Any]:
@@ -172,25 +174,27 @@ def _generate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from maxk.generate.backends import PromptTooLongError, SamplingParams
+    from maxk.generate.config import GenerateConfig
     from maxk.generate.run import model_fingerprint, run_shard
 
-    gen = config["generate"]
+    gen = GenerateConfig.from_config(config["generate"])
     seed = int(config["seed"])
     dataset = args.dataset or Path(args.problems).name.split(".")[0]
     model_name = args.model_name or Path(args.model_path).name
     try:
         problems = _load_problems(args.problems)
-        if gen["max_problems"] is not None:
-            problems = problems[: int(gen["max_problems"])]  # the first ones, in dataset order
-        keys = ("n", "temperature", "top_p", "max_new_tokens")
-        params = SamplingParams(**{k: gen[k] for k in keys})
+        if gen.max_problems is not None:
+            problems = problems[: gen.max_problems]  # the first ones, in dataset order
+        params = SamplingParams(
+            n=gen.n, temperature=gen.temperature, top_p=gen.top_p, max_new_tokens=gen.max_new_tokens
+        )
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from exc
     from maxk.gpu import CudaUnavailableError, require_cuda
     from maxk.hf_hub import ModelNotFoundError, resolve_model
 
     try:  # before the model is fetched or loaded
-        require_cuda(args.gpus, f"generation of {model_name} on {dataset} ({gen['backend']} backend)")
+        require_cuda(args.gpus, f"generation of {model_name} on {dataset} ({gen.backend} backend)")
     except CudaUnavailableError as exc:
         raise UserError(str(exc)) from None
     try:
@@ -257,9 +261,11 @@ def _rescore(args: argparse.Namespace) -> int:
         model_dir = resolve_model(args.model_path, args.revision)
     except (CudaUnavailableError, ModelNotFoundError) as exc:
         raise UserError(str(exc)) from None
-    gen = config["generate"]
-    if not cuda and gen["transformers"]["device"].startswith("cuda"):  # rehearsal stand-in, or gpu: 0
-        gen = {**gen, "transformers": {**gen["transformers"], "device": "cpu"}}
+    from maxk.generate.config import GenerateConfig
+
+    gen = GenerateConfig.from_config(config["generate"])
+    if not cuda and gen.transformers.device.startswith("cuda"):  # rehearsal stand-in, or gpu: 0
+        gen = replace(gen, transformers=replace(gen.transformers, device="cpu"))
     try:
         manifest = run_rescore(
             model_dir=model_dir,

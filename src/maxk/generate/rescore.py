@@ -31,7 +31,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from maxk.generate.config import GenerateConfig
 
 
 def select_subsample(samples: Any, problems: int, per_problem: int) -> Any:
@@ -210,7 +213,7 @@ def run_rescore(
     samples_path: str,
     problems: Sequence[dict[str, Any]],
     build_prompt: Callable[[Any, dict[str, Any]], str],
-    generate_config: Mapping[str, Any],
+    generate_config: GenerateConfig,
     subsample: tuple[int, int],
     output: str,
     config: Any = None,
@@ -222,7 +225,7 @@ def run_rescore(
     problem)) with the model in ``model_dir`` and write ``output`` (Parquet) and its manifest.
 
     Temperature and top-p are read from the samples file's manifest (the distribution actually sampled);
-    dtype and device from ``generate_config['transformers']``; ``batch_size`` samples per forward pass;
+    dtype and device from ``generate_config.transformers``; ``batch_size`` samples per forward pass;
     ``build_prompt(tokenizer, problem)`` rebuilds each prompt as generation built it.
     """
     import json
@@ -248,16 +251,14 @@ def run_rescore(
     temperature = float(sampled["sampling"]["temperature"])
     top_p = float(sampled["sampling"]["top_p"])
     frame = select_subsample(pd.read_parquet(samples_path), *subsample)
-    hf = generate_config["transformers"]
+    hf = generate_config.transformers
     if threads:
         torch.set_num_threads(int(threads))
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, hf["dtype"])).to(
-        hf["device"]
-    )
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, hf.dtype)).to(hf.device)
     model.eval()
     stop_ids = resolve_stop_token_ids(
-        tokenizer, model.generation_config.eos_token_id, generate_config["stop_tokens"]
+        tokenizer, model.generation_config.eos_token_id, generate_config.stop_tokens
     )
     by_id = {p["id"]: p for p in problems}
     wanted = list(dict.fromkeys(frame["problem_id"]))
@@ -270,7 +271,7 @@ def run_rescore(
     try:
         rows = rescore_samples(
             model, tokenizer, frame, prompts, temperature=temperature, top_p=top_p,
-            stop_token_ids=stop_ids, batch_size=batch_size, device=hf["device"],
+            stop_token_ids=stop_ids, batch_size=batch_size, device=hf.device,
             progress=bar.update,
         )  # fmt: skip
     finally:
