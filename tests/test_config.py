@@ -223,9 +223,12 @@ def test_the_paper_config_reads_the_hub_at_commits():
 
 #: every stage's typed config (issue 27): (class, its schema section)
 def _stage_configs():
+    from maxk.analysis.config import BootstrapSettings
     from maxk.generate.config import GenerateConfig, TransformersSettings, VLLMSettings
+    from maxk.train.config import LaunchSettings, RunSpec, TrainConfig, TrainVLLMSettings
 
-    return [GenerateConfig, TransformersSettings, VLLMSettings]
+    generate = [GenerateConfig, TransformersSettings, VLLMSettings]
+    return [*generate, BootstrapSettings, TrainConfig, TrainVLLMSettings, LaunchSettings, RunSpec]
 
 
 @pytest.mark.parametrize("cls", _stage_configs(), ids=lambda c: c.__name__)
@@ -234,19 +237,32 @@ def test_each_stage_config_is_its_schema_section_field_by_field(cls):
     the schema's description: the schema is the one source."""
     import dataclasses
 
-    from maxk.config import _defaults_at, _schema_at
+    from maxk.config import _defaults_at, _help, _schema_at, defaults_of
 
     path = cls.__config_section__
-    props = _schema_at(path)["properties"]
-    made = cls()
+    schema = _schema_at(path)
+    props, required = schema["properties"], schema.get("required", [])
     assert [f.name for f in dataclasses.fields(cls)] == list(props)
     defaults = _defaults_at(path)
+    made = defaults_of(cls)
     for f in dataclasses.fields(cls):
-        assert f.metadata["help"] == props[f.name]["description"] and f.metadata["key"] == f"{path}.{f.name}"
-        value = getattr(made, f.name)
-        assert (dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value) == defaults[f.name]
-    if "." not in path:  # a whole section: from_config is the rule's slice, checked, defaults filled in
-        assert dataclasses.asdict(cls.from_config({})) == with_defaults(path, {})
+        assert f.metadata["help"] == _help(path, props[f.name]) != ""
+        assert f.metadata["key"] == f"{path}.{f.name}"
+        if f.name in required:
+            assert f.name not in made  # no default of its own
+            continue
+        value = made[f.name]
+        got = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+        assert got == defaults.get(f.name), f.name  # the schema's default, or None: no default
+    minimal = {name: defaults.get(name, 1) for name in required}  # required keys: any valid value
+    if path == "train":
+        minimal["dataset"] = "d"
+    if path == "runs.*":
+        minimal["method"] = "grpo"
+    built = cls.from_config(minimal)  # from a rule's slice: checked, defaults filled in
+    assert {k: v for k, v in dataclasses.asdict(built).items() if k not in required} == {
+        k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in made.items()
+    }
 
 
 def test_a_stage_config_is_built_from_a_slice_and_refuses_a_bad_one():

@@ -223,31 +223,44 @@ def _schema_at(path: str) -> dict[str, Any]:
     """The schema of config section ``path`` ("generate", or nested: "generate.vllm")."""
     section, *rest = path.split(".")
     schema = _load_yaml(SCHEMA.parent / f"{section}.schema.yaml")
-    for key in rest:
-        schema = schema["properties"][key]
+    for key in rest:  # "*": an entry of a map of named entries (a run of `runs`)
+        schema = schema["additionalProperties"] if key == "*" else schema["properties"][key]
     return schema
 
 
 def _defaults_at(path: str) -> dict[str, Any]:
     """The defaults of section ``path`` as ``validate_config`` fills them in (nested ones included)."""
     section, *rest = path.split(".")
-    value = with_defaults(section, {})
+    value = with_defaults(section, {"entry": {}} if rest[:1] == ["*"] else {})
     for key in rest:
-        value = value.get(key) or {}
+        value = value.get("entry" if key == "*" else key) or {}
     return value
 
 
+def _help(path: str, prop: dict[str, Any]) -> str:
+    """A property's description, or that of the definition its ``$ref`` names (``#/$defs/x``, or
+    ``other.schema.yaml#/$defs/x``)."""
+    if "description" in prop or "$ref" not in prop:
+        return prop.get("description", "")
+    file, _, pointer = prop["$ref"].partition("#/$defs/")
+    owner = _load_yaml(SCHEMA.parent / file) if file else _schema_at(path.split(".")[0])
+    return owner["$defs"][pointer].get("description", "")
+
+
 def config_section(path: str) -> Callable[[type[T]], type[T]]:
-    """Class decorator: ``cls`` becomes the frozen, keyword-only dataclass of config section ``path``.
+    """Class decorator: ``cls`` becomes the frozen, keyword-only dataclass of config section ``path``
+    ("generate", "generate.vllm"; "runs.*" is one entry of a map of named entries).
 
     Its annotated fields must be exactly the schema's properties (else ``TypeError`` at import, naming
     them); each field's default and ``metadata["help"]`` come from the schema, the one source (TRL's
-    ``GRPOConfig`` is the model: a field, its default, its help). A field annotated with another such
-    class is that nested section. ``cls.from_config(value)`` checks ``value`` (the slice a rule passes)
-    against the schema, fills in every default, and builds the nested sections."""
+    ``GRPOConfig`` is the model: a field, its default, its help); a key that is neither required nor
+    defaulted is None when absent. A field annotated with another such class is that nested section.
+    ``cls.from_config(value)`` checks ``value`` (the slice a rule passes) against the schema, fills in
+    every default, and builds the nested sections."""
 
     def wrap(cls: type[T]) -> type[T]:
-        props = _schema_at(path).get("properties", {})
+        schema = _schema_at(path)
+        props, required = schema.get("properties", {}), set(schema.get("required", ()))
         names = list(inspect.get_annotations(cls))
         if set(names) != set(props):
             raise TypeError(
@@ -258,12 +271,14 @@ def config_section(path: str) -> Callable[[type[T]], type[T]]:
         defaults = _defaults_at(path)
         hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
         for name in names:
-            meta = {"help": props[name].get("description", ""), "key": f"{path}.{name}"}
+            meta = {"help": _help(path, props[name]), "key": f"{path}.{name}"}
             nested = hints[name] if hasattr(hints[name], "__config_section__") else None
             if nested is not None:
                 made = dataclasses.field(default_factory=nested, metadata=meta)
-            elif name not in defaults:
+            elif name in required:
                 made = dataclasses.field(metadata=meta)
+            elif name not in defaults:  # optional without a default: None when absent
+                made = dataclasses.field(default=None, metadata=meta)
             elif isinstance(defaults[name], dict | list):
                 fresh = functools.partial(copy.deepcopy, defaults[name])
                 made = dataclasses.field(default_factory=fresh, metadata=meta)
@@ -279,9 +294,11 @@ def config_section(path: str) -> Callable[[type[T]], type[T]]:
 
 
 def _from_config(cls: type[T], value: Mapping[str, Any]) -> T:
-    path = cls.__config_section__  # type: ignore[attr-defined]
-    if "." not in path:
-        value = with_defaults(path, copy.deepcopy(dict(value)))
+    section, *rest = cls.__config_section__.split(".")  # type: ignore[attr-defined]
+    if not rest:  # a whole section: checked, defaults filled in (nested sections come filled)
+        value = with_defaults(section, copy.deepcopy(dict(value)))
+    elif rest == ["*"]:  # one named entry (a run): checked as the section's entry
+        value = with_defaults(section, {"entry": copy.deepcopy(dict(value))})["entry"]
     hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
     kwargs = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
@@ -290,3 +307,14 @@ def _from_config(cls: type[T], value: Mapping[str, Any]) -> T:
             kind = hints[f.name]
             kwargs[f.name] = kind.from_config(item) if hasattr(kind, "__config_section__") else item
     return cls(**kwargs)
+
+
+def defaults_of(cls: type) -> dict[str, Any]:
+    """The defaults of a ``config_section`` class's fields that have one (fresh copies)."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from maxk.analysis.config import BOOTSTRAP
 from maxk.analysis.per_problem import metric_column, parse_metric_column
 from maxk.analysis.stats import holm, paired_interval
 from maxk.seeds import derive_seed
@@ -448,7 +449,7 @@ def render_claims_markdown(
     decimals: int = 3,
     *,
     alpha: float = 0.05,
-    confidence: float = 0.95,
+    confidence: float = BOOTSTRAP.confidence,
     power: float = 0.8,
     instrument: Mapping | None = None,
 ) -> str:
@@ -487,7 +488,9 @@ def render_claims_markdown(
     return "\n".join(lines) + "\n"
 
 
-def render_instrument(instrument: Mapping, decimals: int = 3, confidence: float = 0.95) -> list[str]:
+def render_instrument(
+    instrument: Mapping, decimals: int = 3, confidence: float = BOOTSTRAP.confidence
+) -> list[str]:
     """The instrument check's section of ``claims.md`` (lines), with the base's calibration block."""
     works = instrument["works"]
     lines = [

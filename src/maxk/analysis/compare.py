@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from maxk.analysis.claims import heldout_curve, heldout_endpoints
+from maxk.analysis.config import BOOTSTRAP
 from maxk.analysis.stats import paired_interval
 from maxk.seeds import derive_seed
 
@@ -34,7 +35,7 @@ def compare_runs(
     *,
     seed: int,
     resamples: int = 10_000,
-    confidence: float = 0.95,
+    confidence: float = BOOTSTRAP.confidence,
 ) -> pd.DataFrame:
     """One row per (run, metric): ``run, metric, value, reference, effect, ci_low, ci_high, n_problems``.
 
@@ -63,7 +64,11 @@ def compare_runs(
 
 
 def heldout_rise(
-    train_metrics: pd.DataFrame, *, seed: int, resamples: int = 10_000, confidence: float = 0.95
+    train_metrics: pd.DataFrame,
+    *,
+    seed: int,
+    resamples: int = 10_000,
+    confidence: float = BOOTSTRAP.confidence,
 ) -> dict | None:
     """The held-out curve of one run's metrics CSV: ``{steps, first, last}`` and, where the CSV keeps
     per-problem rewards, ``effect, ci_low, ci_high, n_problems`` of last - first; None without a curve."""
@@ -82,7 +87,7 @@ def heldout_rise(
 
 
 def render_comparison(
-    table: pd.DataFrame, curves: Mapping[str, dict | None], confidence: float = 0.95
+    table: pd.DataFrame, curves: Mapping[str, dict | None], confidence: float = BOOTSTRAP.confidence
 ) -> str:
     """Markdown: one row per run, a cell ``value (effect [low, high])`` per metric, then the held-out rise."""
     metrics = list(dict.fromkeys(table["metric"]))

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from maxk.analysis.config import BOOTSTRAP
 from maxk.analysis.per_problem import parse_metric_column
 from maxk.analysis.stats import bootstrap_ci, bootstrap_counts
 from maxk.seeds import derive_seed
@@ -83,8 +84,8 @@ def curve_figure(
     *,
     title: str = "",
     seed: int = 0,
-    resamples: int = 1000,
-    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP.resamples,
+    confidence: float = BOOTSTRAP.confidence,
 ) -> list[Path]:
     """metric@k against k (log-2 axis) for each model, with bootstrap bands over problems."""
     plt = setup_matplotlib()

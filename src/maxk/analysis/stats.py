@@ -19,6 +19,8 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from maxk.analysis.config import BOOTSTRAP
+
 __all__ = [
     "ALTERNATIVES",
     "ZERO_METHODS",
@@ -51,7 +53,7 @@ def bootstrap_counts(n_problems: int, resamples: int, seed: int) -> NDArray[np.f
 
 
 def bootstrap_ci(
-    values: ArrayLike, counts: NDArray[np.float64], confidence: float = 0.95
+    values: ArrayLike, counts: NDArray[np.float64], confidence: float = BOOTSTRAP.confidence
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Percentile CI of the mean over problems for each column of ``values`` ``[P]`` or ``[P, C]``.
 

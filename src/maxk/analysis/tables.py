@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from maxk.analysis.config import BOOTSTRAP
 from maxk.analysis.per_problem import metric_column, parse_metric_column
 from maxk.analysis.stats import bootstrap_ci, bootstrap_counts, holm, wilcoxon_best_vs_second
 from maxk.seeds import derive_seed
@@ -255,8 +256,8 @@ def build_table(
     frames: Mapping[tuple[str, str], pd.DataFrame],
     *,
     seed: int = 0,
-    resamples: int = 1000,
-    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP.resamples,
+    confidence: float = BOOTSTRAP.confidence,
     alternative: str = "greater",
     zero_method: str = "wilcox",
     alpha: float = 0.05,

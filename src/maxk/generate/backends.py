@@ -14,6 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from maxk.generate.config import GenerateConfig
+
+_DEFAULT = GenerateConfig()  # the schema's sampling defaults (the paper's: T = 1, top-p = 1, 256 tokens)
+
 #: Allowed values of ``Sample.entropy_kind``: exact (from the full logits), approx (from top
 #: log-probs only), none (not available). Never mix kinds within one file.
 ENTROPY_KINDS: tuple[str, ...] = ("exact", "approx", "none")
@@ -25,9 +29,9 @@ class SamplingParams:
     """What to sample: ``n`` completions per prompt, at most ``max_new_tokens`` tokens each."""
 
     n: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
+    temperature: float = _DEFAULT.temperature
+    top_p: float = _DEFAULT.top_p
+    max_new_tokens: int = _DEFAULT.max_new_tokens
 
     def __post_init__(self) -> None:
         if self.n < 1:

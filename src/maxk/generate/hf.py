@@ -28,9 +28,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from maxk.generate.backends import Sample, SamplingParams, prompt_token_ids, resolve_stop_token_ids
+from maxk.generate.config import GenerateConfig
 
-#: Token strings that end a completion when they exist in the vocabulary (chat end tokens).
-DEFAULT_STOP_TOKENS: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>")
+#: The schema's defaults (generate.transformers, generate.stop_tokens): the keyword defaults below.
+_DEFAULT = GenerateConfig()
 
 
 class _Sampler:
@@ -74,13 +75,13 @@ class TransformersBackend:
         self,
         model_path: str | os.PathLike[str],
         *,
-        max_batch_size: int = 256,
-        dtype: str = "float32",
-        device: str = "cpu",
+        max_batch_size: int = _DEFAULT.transformers.max_batch_size,
+        dtype: str = _DEFAULT.transformers.dtype,
+        device: str = _DEFAULT.transformers.device,
         threads: int | None = None,
         share_prefix: bool = True,
         static_cache: bool = True,
-        stop_tokens: Sequence[str] = DEFAULT_STOP_TOKENS,
+        stop_tokens: Sequence[str] = tuple(_DEFAULT.stop_tokens),
         revision: str | None = None,
         decoder: str = "auto",
     ) -> None:

@@ -22,8 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from maxk.generate.backends import Sample, SamplingParams, resolve_stop_token_ids
+from maxk.generate.config import GenerateConfig
 
-DEFAULT_STOP_TOKENS: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>")
+#: The schema's defaults (generate.vllm, generate.stop_tokens): the keyword defaults below.
+_DEFAULT = GenerateConfig()
 
 
 def approx_entropy(position: Mapping[int, Any]) -> float:
@@ -104,16 +106,16 @@ class VLLMBackend:
         model_path: str,
         *,
         revision: str | None = None,
-        tensor_parallel_size: int = 1,
-        gpu_memory_utilization: float = 0.9,
-        max_model_len: int | None = None,
-        dtype: str = "bfloat16",
-        entropy_top_logprobs: int = 20,
-        logprobs_mode: str = "processed_logprobs",
-        enforce_eager: bool = False,
-        stop_tokens: Sequence[str] = DEFAULT_STOP_TOKENS,
+        tensor_parallel_size: int = _DEFAULT.vllm.tensor_parallel_size,
+        gpu_memory_utilization: float = _DEFAULT.vllm.gpu_memory_utilization,
+        max_model_len: int | None = _DEFAULT.vllm.max_model_len,
+        dtype: str = _DEFAULT.vllm.dtype,
+        entropy_top_logprobs: int = _DEFAULT.vllm.entropy_top_logprobs,
+        logprobs_mode: str = _DEFAULT.vllm.logprobs_mode,
+        enforce_eager: bool = _DEFAULT.vllm.enforce_eager,
+        stop_tokens: Sequence[str] = tuple(_DEFAULT.stop_tokens),
         seed: int = 0,
-        prompts_per_call: int = 16,
+        prompts_per_call: int = _DEFAULT.vllm.prompts_per_call,
         llm_factory: Callable[..., Any] | None = None,
         sampling_params_cls: Callable[..., Any] | None = None,
     ) -> None:

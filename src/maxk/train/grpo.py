@@ -37,9 +37,10 @@ import trl
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import split_tensor_dict
 
-from maxk.config import with_defaults
+from maxk.config import defaults_of
 from maxk.objectives import ESTIMATORS, REWARD_KINDS, compute_advantages, estimator, needs_k, uses_deltas
 from maxk.seeds import derive_seed
+from maxk.train.config import RunSpec, TrainConfig
 
 #: The exact TRL release whose internals the overrides rely on (also pinned in pyproject.toml).
 TRL_VERSION = "1.16.0"
@@ -48,10 +49,10 @@ K_SCHEDULES = ("constant", "linear", "step")
 _MAX_LOG_RATIO = 20.0
 
 
-#: The ``train`` and ``runs`` sections' schema defaults (workflow/schemas/): the one source of the defaults
-#: below that the config also sets.
-_TRAIN_DEFAULTS = with_defaults("train", {})
-_RUN_DEFAULTS = with_defaults("runs", {"run": {"method": "grpo"}})["run"]
+#: The ``train`` section's and a run's typed defaults (``maxk.train.config``, from workflow/schemas/): the one
+#: source of the defaults below that the config also sets.
+_TRAIN_DEFAULTS = defaults_of(TrainConfig)
+_RUN_DEFAULTS = defaults_of(RunSpec)
 
 
 @dataclass

@@ -1,0 +1,87 @@
+"""The training stage's config, typed: frozen dataclasses of ``workflow/schemas/train.schema.yaml`` and
+of one entry of ``runs.schema.yaml`` (``maxk.config.config_section``: fields, defaults and help from
+the schema). ``MaxKGRPOConfig`` (``maxk.train.grpo``) takes its defaults from these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from maxk.config import config_section
+
+
+@config_section("train.vllm")
+class TrainVLLMSettings:
+    """Generation inside training through TRL's vLLM integration (GPU only)."""
+
+    enabled: bool
+    mode: str
+    gpu_memory_utilization: float
+    importance_sampling_correction: bool
+    enable_sleep_mode: bool
+
+
+@config_section("train.launch")
+class LaunchSettings:
+    """Multi-GPU launch (``accelerate launch`` with DeepSpeed ZeRO), when the train rule has GPUs."""
+
+    accelerate_config: str
+    main_process_port: int | None
+
+
+@config_section("train")
+class TrainConfig:
+    """GRPO hyperparameters shared by every run; names follow TRL's ``GRPOConfig``."""
+
+    dataset: str
+    max_prompts: int | None
+    prompt_filter: dict[str, Any] | None
+    max_steps: int | None
+    save_steps: int
+    checkpoints: str
+    report_to: str
+    num_generations: int
+    temperature: float
+    top_p: float
+    max_completion_length: int
+    learning_rate: float
+    weight_decay: float
+    adam_beta1: float
+    adam_beta2: float
+    lr_scheduler_type: str
+    warmup_steps: int
+    max_grad_norm: float
+    beta: float
+    use_bias_correction_kl: bool
+    epsilon: float
+    num_iterations: int
+    num_train_epochs: float
+    loss_type: str
+    per_device_train_batch_size: int
+    gradient_accumulation_steps: int
+    bon_k: int
+    delta_clamp: float
+    own_ratio: bool
+    bon_k_schedule: dict[str, Any] | None
+    gradient_checkpointing: bool | None
+    bf16: bool | None
+    model_dtype: str
+    heldout: dict[str, Any] | None
+    rollout_decoder: str
+    vllm: TrainVLLMSettings
+    launch: LaunchSettings
+
+
+@config_section("runs.*")
+class RunSpec:
+    """One named run: its estimator, its reward, and what it overrides of ``train``."""
+
+    method: str
+    reward_kind: str
+    num_train_epochs: float | None
+    num_iterations: int | None
+    bon_k: int | None
+    bon_k_schedule: dict[str, Any] | None
+    own_ratio: bool | None
+    heldout: dict[str, Any] | None
+    description: str | None
