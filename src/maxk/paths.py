@@ -131,6 +131,11 @@ def environment() -> str:
     return f"{RESULTS}/provenance/environment.json"
 
 
+#: the estimator lab's tables (``{name}.csv``) and figures (``{name}.pdf``/``.png``)
+LAB_TABLES = ("onpolicy", "offpolicy")
+LAB_FIGURES = ("onpolicy", "offpolicy", "offpolicy_surrogate")
+
+
 def lab(name: str) -> str:
     """An output of the estimator lab (``onpolicy.csv``, ``offpolicy.png``, ...)."""
     return f"{RESULTS}/lab/{name}"

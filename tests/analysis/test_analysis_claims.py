@@ -273,7 +273,8 @@ def test_cli_writes_csv_and_markdown(tmp_path, capsys):
     argv = ["analyze", "claims", "--config-json", json.dumps(cfg()), "--seed", "3"]
     metrics_files = sorted(str(p) for p in (tmp_path / "metrics").glob("*/*.parquet"))
     argv += ["--metrics", *metrics_files, "--samples", *map(str, (tmp_path / "samples").glob("*/*.parquet"))]
-    assert main([*argv, "--outdir", str(out)]) == 0
+    outputs = ["--csv", str(out / "claims.csv"), "--md", str(out / "claims.md")]
+    assert main([*argv, *outputs]) == 0
     frame = pd.read_csv(out / "claims.csv")
     assert set(frame["id"]) >= ISSUE_IDS
     assert frame.set_index("id").loc["grpo_raises_pass_at_1", "holds"]
@@ -281,11 +282,11 @@ def test_cli_writes_csv_and_markdown(tmp_path, capsys):
     assert "claims hold" in capsys.readouterr().out
     # a missing metrics file is named
     (tmp_path / "metrics" / "bon_loo1" / "ds.parquet").unlink()
-    assert main([*argv, "--outdir", str(out)]) != 0
+    assert main([*argv, *outputs]) != 0
     assert "bon_loo1/ds.parquet: metrics file not found" in capsys.readouterr().err
     # a pair no file is given for is named, with the flag that gives it
     argv.remove(str(tmp_path / "metrics" / "bon_loo1" / "ds.parquet"))
-    assert main([*argv, "--outdir", str(out)]) != 0
+    assert main([*argv, *outputs]) != 0
     assert "no metrics file given for bon_loo1/ds: pass --metrics" in capsys.readouterr().err
 
 

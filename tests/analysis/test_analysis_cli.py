@@ -83,21 +83,17 @@ def SAMPLES(root):
     return sorted(str(p) for p in (root / "samples").glob("*/*.parquet"))
 
 
+def _tables(workdir, cfg, table):
+    """`maxk analyze tables` for one table, its three files named as the rule names them."""
+    out = [str(workdir / "tables" / f"{table}.{ext}") for ext in ("tex", "md", "csv")]
+    return ["analyze", "tables", "--config-json", cfg, "--seed", "3", "--metrics", *METRICS(workdir),
+            "--table", table, "--tex", out[0], "--md", out[1], "--csv", out[2]]  # fmt: skip
+
+
 def test_tables_and_stats(workdir):
     cfg = json.dumps(CFG)
-    args = [
-        "analyze",
-        "tables",
-        "--config-json",
-        cfg,
-        "--seed",
-        "3",
-        "--metrics",
-        *METRICS(workdir),
-        "--outdir",
-        str(workdir / "tables"),
-    ]
-    assert main(args) == 0
+    for t in ("main", "full_pass_d1", "full_max_d1", "full_pass_d2", "full_max_d2"):
+        assert main(_tables(workdir, cfg, t)) == 0
     names = {p.name for p in (workdir / "tables").iterdir()}
     for t in ("main", "full_pass_d1", "full_max_d1", "full_pass_d2", "full_max_d2"):
         assert {f"{t}.tex", f"{t}.md", f"{t}.csv"} <= names
@@ -107,7 +103,7 @@ def test_tables_and_stats(workdir):
     assert sorted(set(full["k"])) == [1, 2, 4, 8]
     # rerun: identical bytes (seeded bootstrap)
     before = (workdir / "tables" / "main.csv").read_bytes()
-    assert main(args) == 0
+    assert main(_tables(workdir, cfg, "main")) == 0
     assert (workdir / "tables" / "main.csv").read_bytes() == before
     out = workdir / "stats" / "significance.csv"
     assert (
@@ -135,25 +131,16 @@ def test_figures_are_reproducible(workdir):
     cfg = json.dumps(CFG)
     common = ["--config-json", cfg, "--seed", "1"]
     runs = [
-        ["analyze", "figure", "passk", *common, "--metrics", *METRICS(workdir), "--output-stem"],
-        [
-            "analyze",
-            "figure",
-            "maxk",
-            *common,
-            "--metrics",
-            *METRICS(workdir),
-            "--dataset",
-            "d2",
-            "--output-stem",
-        ],
-        ["analyze", "figure", "entropy", *common, "--samples", *SAMPLES(workdir), "--output-stem"],
+        ["analyze", "figure", "passk", *common, "--metrics", *METRICS(workdir), "--output"],
+        ["analyze", "figure", "maxk", *common, "--metrics", *METRICS(workdir), "--dataset", "d2", "--output"],
+        ["analyze", "figure", "entropy", *common, "--samples", *SAMPLES(workdir), "--output"],
     ]
     for i, run in enumerate(runs):
         stem = workdir / "figures" / f"f{i}"
-        assert main([*run, str(stem)]) == 0
+        files = [str(stem.with_suffix(s)) for s in (".pdf", ".png")]
+        assert main([*run, *files]) == 0
         first = [stem.with_suffix(s).read_bytes() for s in (".pdf", ".png")]
-        assert main([*run, str(stem)]) == 0
+        assert main([*run, *files]) == 0
         assert [stem.with_suffix(s).read_bytes() for s in (".pdf", ".png")] == first
         assert b"CreationDate" not in first[0]
     prov = json.loads((workdir / "figures" / "f2.pdf.provenance.json").read_text())
@@ -224,10 +211,14 @@ def test_user_errors(workdir, tmp_path, capsys):
                 cfg,
                 "--metrics",
                 *METRICS(workdir),
-                "--outdir",
-                str(tmp_path),
                 "--table",
                 "nosuch",
+                "--tex",
+                str(tmp_path / "t.tex"),
+                "--md",
+                str(tmp_path / "t.md"),
+                "--csv",
+                str(tmp_path / "t.csv"),
             ]
         )
         == 1
@@ -245,7 +236,12 @@ def test_lab_cli(tmp_path):
         "settings": {"c": {"rewards": [0.0, 0.5, 1.0], "logits": [0.5, 0.0, -0.5]}},
         "offpolicy": {"n": 4, "k": 2, "distances": [0.0, 0.1, 0.2]},
     }
-    assert main(["analyze", "lab", "--config-json", json.dumps({"lab": lab}), "--outdir", str(tmp_path)]) == 0
+    figures = []
+    for name in ("onpolicy", "offpolicy", "offpolicy_surrogate"):
+        flag = f"--{name.replace('_', '-')}-figure"
+        figures += [flag, str(tmp_path / f"{name}.pdf"), str(tmp_path / f"{name}.png")]
+    tables = ["--onpolicy", str(tmp_path / "onpolicy.csv"), "--offpolicy", str(tmp_path / "offpolicy.csv")]
+    assert main(["analyze", "lab", "--config-json", json.dumps({"lab": lab}), *tables, *figures]) == 0
     for name in (
         "onpolicy.csv",
         "offpolicy.csv",

@@ -202,9 +202,15 @@ def test_cli_rescores_a_samples_file_and_the_figure_reports_the_gap(tmp_path, sa
         "tables": {},
         "figures": {"entropy": {"dataset": "toy", "models": ["base"]}},
     }
-    stem = tmp_path / "figures" / "entropy"
+    figures = tmp_path / "figures"
     argv = ["analyze", "figure", "entropy", "--config-json", json.dumps(analysis), "--samples", str(samples),
-            "--rescored", str(out), "--output-stem", str(stem)]  # fmt: skip
+            "--rescored", str(out), "--output", str(figures / "entropy.pdf"),
+            str(figures / "entropy.png")]  # fmt: skip
+    estimates = ["--estimates-csv", str(figures / "entropy_estimates.csv"),
+                 "--estimates-md", str(figures / "entropy_estimates.md")]  # fmt: skip
+    assert main(argv) == 1  # where the estimates go is the caller's to say
+    assert "--rescored needs --estimates-csv and --estimates-md" in capsys.readouterr().err
+    argv += estimates
     assert main(argv) == 0
     table = pd.read_csv(tmp_path / "figures" / "entropy_estimates.csv")
     assert table["model"].tolist() == ["base"] and table["sampled_kind"].tolist() == ["exact"]

@@ -2,8 +2,6 @@
 # Inputs are the scoring stage's results/scores/{model}/{dataset}.parquet (and, for figure 2, the
 # generation stage's results/samples/{model}/{dataset}.parquet).
 # Each rule declares exactly the files it reads (maxk.workflow.targets) and hands them to its command.
-import os
-
 from maxk.workflow import targets as T
 
 ANALYSIS = config["analysis"]
@@ -13,7 +11,7 @@ CLAIMS_PAIRS = T.claims_pairs(ANALYSIS)
 RESCORE_PAIRS = T.rescore_pairs(ANALYSIS)
 ENTROPY_ESTIMATES = (
     {
-        ext: report(
+        f"estimates_{ext}": report(
             P.entropy_estimates(ext),
             caption="../report/analysis_entropy_estimates.rst",
             category="Figures",
@@ -93,10 +91,9 @@ rule analysis_table:
     params:
         cfg=lambda wc: config_json("analysis_table"),
         seed=config["seed"],
-        outdir=lambda w, output: os.path.dirname(output.tex),
     shell:
-        "maxk analyze tables --config-json {params.cfg:q} --seed {params.seed} "
-        "--metrics {input} --outdir {params.outdir} --table {wildcards.table} > {log} 2>&1"
+        "maxk analyze tables --config-json {params.cfg:q} --seed {params.seed} --metrics {input} "
+        "--table {wildcards.table} --tex {output.tex} --md {output.md} --csv {output.csv} > {log} 2>&1"
 
 
 rule analysis_stats:
@@ -148,10 +145,9 @@ rule analysis_figure_passk:
     params:
         cfg=lambda wc: config_json("analysis_figure_passk"),
         seed=config["seed"],
-        stem=lambda w, output: os.path.splitext(output.pdf)[0],
     shell:
         "maxk analyze figure passk --config-json {params.cfg:q} --seed {params.seed} "
-        "--metrics {input} --output-stem {params.stem} > {log} 2>&1"
+        "--metrics {input} --output {output.pdf} {output.png} > {log} 2>&1"
 
 
 rule analysis_figure_entropy:
@@ -178,10 +174,15 @@ rule analysis_figure_entropy:
     params:
         cfg=lambda wc: config_json("analysis_figure_entropy"),
         seed=config["seed"],
-        stem=lambda w, output: os.path.splitext(output.pdf)[0],
+        estimates=lambda w, output: (
+            f" --estimates-csv {output.estimates_csv} --estimates-md {output.estimates_md}"
+            if RESCORE_PAIRS
+            else ""
+        ),
     shell:
         "maxk analyze figure entropy --config-json {params.cfg:q} --seed {params.seed} "
-        "--samples {input.samples} --rescored {input.rescored} --output-stem {params.stem} > {log} 2>&1"
+        "--samples {input.samples} --rescored {input.rescored}{params.estimates} "
+        "--output {output.pdf} {output.png} > {log} 2>&1"
 
 
 rule analysis_figure_maxk:
@@ -206,11 +207,10 @@ rule analysis_figure_maxk:
     params:
         cfg=lambda wc: config_json("analysis_figure_maxk"),
         seed=config["seed"],
-        stem=lambda w, output: os.path.splitext(output.pdf)[0],
     shell:
         "maxk analyze figure maxk --config-json {params.cfg:q} --seed {params.seed} "
         "--metrics {input} --dataset {wildcards.dataset} "
-        "--output-stem {params.stem} > {log} 2>&1"
+        "--output {output.pdf} {output.png} > {log} 2>&1"
 
 
 rule analysis_claims:
@@ -242,7 +242,6 @@ rule analysis_claims:
     params:
         cfg=lambda wc: config_json("analysis_claims"),
         seed=config["seed"],
-        outdir=lambda w, output: os.path.dirname(output.csv),
         curve=lambda w, input: (
             f" --train-metrics {input.train_metrics}" if input.train_metrics else ""
         ),
@@ -252,7 +251,7 @@ rule analysis_claims:
     shell:
         "maxk analyze claims --config-json {params.cfg:q} --seed {params.seed} "
         "--metrics {input.metrics} --samples {input.samples}{params.curve}{params.base} "
-        "--outdir {params.outdir} > {log} 2>&1"
+        "--csv {output.csv} --md {output.md} > {log} 2>&1"
 
 
 rule analysis_lab:
@@ -293,10 +292,12 @@ rule analysis_lab:
     params:
         cfg=lambda wc: config_json("analysis_lab"),
         seed=config["seed"],
-        outdir=lambda w, output: os.path.dirname(output.onpolicy),
     shell:
         "maxk analyze lab --config-json {params.cfg:q} --seed {params.seed} "
-        "--outdir {params.outdir} > {log} 2>&1"
+        "--onpolicy {output.onpolicy} --offpolicy {output.offpolicy} "
+        "--onpolicy-figure {output.onpolicy_pdf} {output.onpolicy_png} "
+        "--offpolicy-figure {output.offpolicy_pdf} {output.offpolicy_png} "
+        "--offpolicy-surrogate-figure {output.surrogate_pdf} {output.surrogate_png} > {log} 2>&1"
 
 
 rule analysis_contamination:

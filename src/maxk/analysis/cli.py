@@ -14,6 +14,8 @@ import argparse
 import json
 from pathlib import Path
 
+from maxk.paths import LAB_FIGURES
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -54,8 +56,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = s.add_parser("tables", help="render tables (LaTeX, Markdown, CSV) from metrics files")
     common(q)
     inputs(q, metrics=True, samples=False)
-    q.add_argument("--outdir", required=True, help="directory for {table}.tex/.md/.csv")
-    q.add_argument("--table", action="append", help="table name (repeatable; default: all declared)")
+    q.add_argument("--table", required=True, help="table name (analysis.tables, or full_<metric>_<dataset>)")
+    q.add_argument("--tex", required=True, help="LaTeX table to write")
+    q.add_argument("--md", required=True, help="Markdown table to write")
+    q.add_argument("--csv", required=True, help="CSV to write (one row per cell, with its CI)")
     q.set_defaults(handler=_tables)
 
     q = s.add_parser("stats", help="Wilcoxon best-vs-second p-values (+ Holm) of every table that asks")
@@ -75,9 +79,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="FILE",
         help="entropy only: re-scored subsamples .../{model}/{dataset}.parquet (`maxk generate rescore`); "
-        "with them the three entropy estimates and their gaps go to {stem}_estimates.csv/.md",
+        "with them the three entropy estimates and their gaps go to --estimates-csv and --estimates-md",
     )
-    q.add_argument("--output-stem", required=True, help="output path without extension")
+    q.add_argument("--estimates-csv", default=None, help="entropy with --rescored: the estimates' CSV")
+    q.add_argument("--estimates-md", default=None, help="entropy with --rescored: their Markdown table")
+    q.add_argument(
+        "--output", nargs="+", required=True, metavar="FILE", help="figure files to write (.pdf and/or .png)"
+    )
     q.set_defaults(handler=_figure)
 
     q = s.add_parser("claims", help="test each of the paper's claims on this run (claims.csv, claims.md)")
@@ -96,12 +104,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="the built base model's directory: its manifest.json's calibration block is reported",
     )
-    q.add_argument("--outdir", required=True, help="directory for claims.csv and claims.md")
+    q.add_argument("--csv", required=True, help="claims CSV to write (one row per claim)")
+    q.add_argument("--md", required=True, help="claims Markdown to write (the instrument check first)")
     q.set_defaults(handler=_claims)
 
     q = s.add_parser("lab", help="estimator lab: bias/variance of the advantage estimators on a toy policy")
     common(q)
-    q.add_argument("--outdir", required=True, help="directory for the lab's CSVs and figures")
+    q.add_argument("--onpolicy", required=True, help="on-policy CSV to write")
+    q.add_argument("--offpolicy", required=True, help="off-policy CSV to write")
+    for name in LAB_FIGURES:
+        flag = f"--{name.replace('_', '-')}-figure"
+        q.add_argument(flag, nargs="+", required=True, metavar="FILE", help=f"{name} figure files")
     q.set_defaults(handler=_lab)
 
     q = s.add_parser(
@@ -281,22 +294,21 @@ def _tables(args: argparse.Namespace) -> int:
     cfg = _cfg(args)
     labels = _labels(cfg)
     decimals = int(cfg["decimals"])
-    outdir = Path(args.outdir)
-    for spec in _selected_specs(cfg, args.table):
-        frames = _load_frames(args.metrics, spec.pairs)
-        try:
-            result = _build(cfg, args.seed, spec, frames)
-        except ValueError as exc:
-            raise UserError(str(exc)) from exc
-        rows = spec.labels(labels)
-        with atomic_open(outdir / f"{spec.name}.tex") as fh:
-            fh.write(render_latex(result, rows, cfg["datasets"], decimals))
-        with atomic_open(outdir / f"{spec.name}.md") as fh:
-            fh.write(render_markdown(result, rows, cfg["datasets"], decimals))
-        with atomic_open(outdir / f"{spec.name}.csv") as fh:
-            render_csv(result, rows).to_csv(fh, index=False, float_format="%.6g")
-        write_provenance(outdir / f"{spec.name}.tex", config=cfg, seeds={"seed": args.seed})
-        print(f"{outdir / spec.name}.{{tex,md,csv}}: {len(spec.rows)} rows x {len(result.columns)} columns")
+    (spec,) = _selected_specs(cfg, [args.table])
+    frames = _load_frames(args.metrics, spec.pairs)
+    try:
+        result = _build(cfg, args.seed, spec, frames)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    rows = spec.labels(labels)
+    with atomic_open(args.tex) as fh:
+        fh.write(render_latex(result, rows, cfg["datasets"], decimals))
+    with atomic_open(args.md) as fh:
+        fh.write(render_markdown(result, rows, cfg["datasets"], decimals))
+    with atomic_open(args.csv) as fh:
+        render_csv(result, rows).to_csv(fh, index=False, float_format="%.6g")
+    write_provenance(args.tex, config=cfg, seeds={"seed": args.seed})
+    print(f"{args.tex}, {args.md}, {args.csv}: {len(spec.rows)} rows x {len(result.columns)} columns")
     return 0
 
 
@@ -377,7 +389,7 @@ def _figure(args: argparse.Namespace) -> int:
                 {m: frames[(m, dataset)] for m in models},
                 labels,
                 metric,
-                args.output_stem,
+                args.output,
                 title=ds_label,
                 **bkw,
             )
@@ -389,21 +401,23 @@ def _figure(args: argparse.Namespace) -> int:
         dataset = args.dataset or fc["dataset"]
         found = _load_entropy_samples(args.samples, [(m, dataset) for m in fc["models"]])
         samples = {m: found[(m, dataset)] for m in fc["models"]}
+        if args.rescored and not (args.estimates_csv and args.estimates_md):
+            raise UserError("--rescored needs --estimates-csv and --estimates-md (where the estimates go)")
         kind, _ = entropy_figure(
-            samples, labels, args.output_stem, title=cfg["datasets"].get(dataset, {}).get("label", dataset)
+            samples, labels, args.output, title=cfg["datasets"].get(dataset, {}).get("label", dataset)
         )
         extra = {"entropy_kind": kind}
         if args.rescored:
             extra["estimates"] = _entropy_estimates(args, fc["models"], dataset, labels, bkw)
-    write_provenance(Path(str(args.output_stem) + ".pdf"), config=cfg, seeds={"seed": args.seed}, **extra)
-    print(f"{args.output_stem}.{{pdf,png}} written")
+    write_provenance(args.output[0], config=cfg, seeds={"seed": args.seed}, **extra)
+    print(f"{', '.join(args.output)} written")
     return 0
 
 
 def _entropy_estimates(
     args: argparse.Namespace, models: list[str], dataset: str, labels: dict, bkw: dict
 ) -> list[str]:
-    """Write ``{stem}_estimates.csv`` and ``.md`` from the re-scored files; return their paths."""
+    """Write ``--estimates-csv`` and ``--estimates-md`` from the re-scored files; return their paths."""
     import pandas as pd
 
     from maxk.analysis.figures import entropy_estimates, render_entropy_estimates
@@ -416,7 +430,7 @@ def _entropy_estimates(
         for (m, _), path in _files(args.rescored, pairs, "re-scored", "--rescored").items()
     }
     table = entropy_estimates({m: found[m] for m in models}, **bkw)
-    csv, md = Path(f"{args.output_stem}_estimates.csv"), Path(f"{args.output_stem}_estimates.md")
+    csv, md = Path(args.estimates_csv), Path(args.estimates_md)
     with atomic_path(csv) as tmp:
         table.to_csv(tmp, index=False)
     with atomic_path(md) as tmp:
@@ -469,11 +483,10 @@ def _claims(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    outdir = Path(args.outdir)
     sig, boot = cfg["significance"], cfg["bootstrap"]
-    with atomic_open(outdir / "claims.csv") as fh:
+    with atomic_open(args.csv) as fh:
         frame.to_csv(fh, index=False, float_format="%.6g")
-    with atomic_open(outdir / "claims.md") as fh:
+    with atomic_open(args.md) as fh:
         fh.write(
             render_claims_markdown(
                 frame,
@@ -485,11 +498,11 @@ def _claims(args: argparse.Namespace) -> int:
             )
         )
     write_provenance(
-        outdir / "claims.csv", config=cfg, seeds={"seed": args.seed}, entropy_kind=kind, instrument=instrument
+        args.csv, config=cfg, seeds={"seed": args.seed}, entropy_kind=kind, instrument=instrument
     )
     held = int(frame["holds"].sum())
     works = "works" if instrument["works"] else f"NOT WORKING ({instrument['reason']})"
-    print(f"{outdir}/claims.{{csv,md}}: instrument {works}; {held} of {len(frame)} claims hold")
+    print(f"{args.csv}, {args.md}: instrument {works}; {held} of {len(frame)} claims hold")
     print(frame[["id", "effect", "ci_low", "ci_high", "pvalue_holm", "verdict"]].to_string(index=False))
     return 0
 
@@ -501,14 +514,14 @@ def _lab(args: argparse.Namespace) -> int:
 
     cfg = _cfg(args)
     lab = cfg["lab"]
-    outdir = Path(args.outdir)
     on, off = run_lab(lab, args.seed)
-    for name, frame in (("onpolicy.csv", on), ("offpolicy.csv", off)):
-        with atomic_open(outdir / name) as fh:
+    for path, frame in ((args.onpolicy, on), (args.offpolicy, off)):
+        with atomic_open(path) as fh:
             frame.to_csv(fh, index=False, float_format="%.6g")
-    plot_lab(on, off, str(outdir) + "/", plot_k=int(lab["plot_k"]), plot_n=int(lab["plot_n"]))
-    write_provenance(outdir / "onpolicy.csv", config=lab, seeds={"seed": args.seed})
-    print(f"{outdir}: onpolicy.csv ({len(on)} rows), offpolicy.csv ({len(off)} rows), figures")
+    figures = {name: getattr(args, f"{name}_figure") for name in LAB_FIGURES}
+    plot_lab(on, off, figures, plot_k=int(lab["plot_k"]), plot_n=int(lab["plot_n"]))
+    write_provenance(args.onpolicy, config=lab, seeds={"seed": args.seed})
+    print(f"{args.onpolicy} ({len(on)} rows), {args.offpolicy} ({len(off)} rows), figures")
     return 0
 
 

@@ -52,16 +52,22 @@ def setup_matplotlib():
     return plt
 
 
-def save_figure(fig, stem: str | Path) -> list[Path]:
-    """Save ``fig`` as ``<stem>.pdf`` and ``<stem>.png`` atomically, without timestamps."""
+#: the figure formats written, with the metadata that would make a file differ run to run removed
+FIGURE_METADATA = {"pdf": {"CreationDate": None, "ModDate": None}, "png": {"Software": None}}
+
+
+def save_figure(fig, paths: Sequence[str | Path]) -> list[Path]:
+    """Save ``fig`` to each of ``paths`` (the format is the suffix: .pdf or .png) atomically, without
+    timestamps; the paths are the caller's (a rule's outputs), none is derived here."""
     from maxk.io import atomic_path
 
-    stem = Path(stem)
     out = []
-    for ext, meta in (("pdf", {"CreationDate": None, "ModDate": None}), ("png", {"Software": None})):
-        path = stem.with_suffix(f".{ext}")
+    for path in map(Path, paths):
+        ext = path.suffix.lstrip(".")
+        if ext not in FIGURE_METADATA:
+            raise ValueError(f"{path}: a figure is written as {' or '.join(FIGURE_METADATA)}")
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=ext, metadata=meta, dpi=150, bbox_inches="tight")
+            fig.savefig(tmp, format=ext, metadata=FIGURE_METADATA[ext], dpi=150, bbox_inches="tight")
         out.append(path)
     return out
 
@@ -80,15 +86,17 @@ def curve_figure(
     frames: Mapping[str, pd.DataFrame],
     labels: Mapping[str, str],
     metric: str,
-    stem: str | Path,
+    paths: Sequence[str | Path],
     *,
     title: str = "",
     seed: int = 0,
     resamples: int = BOOTSTRAP.resamples,
     confidence: float = BOOTSTRAP.confidence,
 ) -> list[Path]:
-    """metric@k against k (log-2 axis) for each model, with bootstrap bands over problems."""
+    """metric@k against k (log-2 axis) for each model, with bootstrap bands over problems, written to
+    ``paths``. The bands' resampling is seeded by ``seed`` and the first path without its suffix."""
     plt = setup_matplotlib()
+    stem = Path(paths[0]).with_suffix("")
     n_problems = {len(f) for f in frames.values()}
     if len(n_problems) != 1:
         raise ValueError(f"curve {stem}: models have different numbers of problems {sorted(n_problems)}")
@@ -105,9 +113,9 @@ def curve_figure(
     if title:
         ax.set_title(title)
     ax.legend(frameon=False, fontsize="small")
-    paths = save_figure(fig, stem)
+    written = save_figure(fig, paths)
     plt.close(fig)
-    return paths
+    return written
 
 
 def entropy_per_problem(samples: Mapping[str, pd.DataFrame]) -> tuple[str, dict[str, pd.Series]]:
@@ -236,11 +244,12 @@ def entropy_values(samples: Mapping[str, pd.DataFrame]) -> tuple[str, dict[str, 
 def entropy_figure(
     samples: Mapping[str, pd.DataFrame],
     labels: Mapping[str, str],
-    stem: str | Path,
+    paths: Sequence[str | Path],
     *,
     title: str = "",
 ) -> tuple[str, list[Path]]:
-    """Figure 2: distribution over problems of generation entropy, one histogram per model."""
+    """Figure 2: distribution over problems of generation entropy, one histogram per model, written
+    to ``paths``."""
     import seaborn as sns
 
     plt = setup_matplotlib()
@@ -267,9 +276,9 @@ def entropy_figure(
     ax.set_ylabel("density over problems")
     if title:
         ax.set_title(title)
-    paths = save_figure(fig, stem)
+    written = save_figure(fig, paths)
     plt.close(fig)
-    return kind, paths
+    return kind, written
 
 
 def available_ks(frame: pd.DataFrame, metric: str) -> Sequence[int]:

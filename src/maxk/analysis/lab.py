@@ -51,6 +51,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from maxk.paths import LAB_FIGURES
+
 __all__ = [
     "ESTIMATORS",
     "Setting",
@@ -337,21 +339,25 @@ def run_lab(cfg: Mapping, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
                 groups=cfg["groups"],
                 seed=seed,
                 max_multisets=cfg.get("max_multisets", 100_000),
-                exact_is_max_subsets=op.get("exact_is_max_subsets", 5000),
+                exact_is_max_subsets=op["exact_is_max_subsets"],
             )
         )
     return pd.concat(on, ignore_index=True), pd.concat(off, ignore_index=True)
 
 
-def plot_lab(on: pd.DataFrame, off: pd.DataFrame, stem_prefix: str, *, plot_k: int, plot_n: int) -> list:
-    """Figures: on-policy bias and noise vs n (k fixed) and bias vs k (n fixed); off-policy error vs d,
-    once with the weights as the whole coefficient (``offpolicy``) and once inside the PPO surrogate
-    (``offpolicy_surrogate``)."""
+def plot_lab(
+    on: pd.DataFrame, off: pd.DataFrame, outputs: Mapping[str, Sequence[str]], *, plot_k: int, plot_n: int
+) -> list:
+    """Figures, each to its paths in ``outputs`` (keys ``maxk.paths.LAB_FIGURES``): on-policy bias and
+    noise vs n (k fixed) and bias vs k (n fixed); off-policy error vs d, once with the weights as the
+    whole coefficient (``offpolicy``) and once inside the PPO surrogate (``offpolicy_surrogate``)."""
     import seaborn as sns
 
     from maxk.analysis.figures import save_figure, setup_matplotlib
 
     plt = setup_matplotlib()
+    if set(outputs) != set(LAB_FIGURES):
+        raise ValueError(f"plot_lab: outputs for {sorted(outputs)}, expected {list(LAB_FIGURES)}")
     paths = []
     settings = list(dict.fromkeys(on["setting"]))
     hue_order = [e for e in ESTIMATORS if e in set(on["estimator"]) and e not in _ONPOLICY_DUPLICATES]
@@ -390,7 +396,7 @@ def plot_lab(on: pd.DataFrame, off: pd.DataFrame, stem_prefix: str, *, plot_k: i
     if axes[0][2].get_legend() is not None:
         sns.move_legend(axes[0][2], "upper left", bbox_to_anchor=(1.02, 1), frameon=False)
     fig.tight_layout()
-    paths += save_figure(fig, f"{stem_prefix}onpolicy")
+    paths += save_figure(fig, outputs["onpolicy"])
     plt.close(fig)
 
     if "gradient" not in off:  # an off-policy table from before the gradient forms: score form only
@@ -400,7 +406,7 @@ def plot_lab(on: pd.DataFrame, off: pd.DataFrame, stem_prefix: str, *, plot_k: i
         ("surrogate", "offpolicy_surrogate", "PPO surrogate: g = Σ ρ_i w_i ∇log π(y_i)"),
     ):
         fig = _plot_offpolicy(plt, off[off["gradient"] == form], settings, title)
-        paths += save_figure(fig, f"{stem_prefix}{stem}")
+        paths += save_figure(fig, outputs[stem])
         plt.close(fig)
     return paths
 

@@ -16,7 +16,7 @@ from maxk.analysis.tables import table_specs
 
 Pairs = list[tuple[str, str]]
 
-LAB_OUTPUTS = ("onpolicy.csv", "offpolicy.csv", "onpolicy.png", "offpolicy.png", "offpolicy_surrogate.png")
+LAB_OUTPUTS = (*(f"{t}.csv" for t in P.LAB_TABLES), *(f"{f}.png" for f in P.LAB_FIGURES))
 
 
 def table_pairs(analysis: Mapping, table: str) -> Pairs:
