@@ -224,11 +224,23 @@ def test_the_paper_config_reads_the_hub_at_commits():
 #: every stage's typed config (issue 27): (class, its schema section)
 def _stage_configs():
     from maxk.analysis.config import BootstrapSettings
+    from maxk.data.config import Instructions, PromptConfig
     from maxk.generate.config import GenerateConfig, TransformersSettings, VLLMSettings
-    from maxk.train.config import LaunchSettings, RunSpec, TrainConfig, TrainVLLMSettings
+    from maxk.train.config import (
+        BaseModelConfig,
+        EvalSettings,
+        LaunchSettings,
+        RunSpec,
+        SFTSettings,
+        TokenizerSettings,
+        TrainConfig,
+        TrainVLLMSettings,
+    )
 
     generate = [GenerateConfig, TransformersSettings, VLLMSettings]
-    return [*generate, BootstrapSettings, TrainConfig, TrainVLLMSettings, LaunchSettings, RunSpec]
+    train = [TrainConfig, TrainVLLMSettings, LaunchSettings, RunSpec]
+    base = [BaseModelConfig, TokenizerSettings, SFTSettings, EvalSettings]
+    return [PromptConfig, Instructions, *generate, *train, *base, BootstrapSettings]
 
 
 @pytest.mark.parametrize("cls", _stage_configs(), ids=lambda c: c.__name__)
@@ -259,6 +271,8 @@ def test_each_stage_config_is_its_schema_section_field_by_field(cls):
         minimal["dataset"] = "d"
     if path == "runs.*":
         minimal["method"] = "grpo"
+    if path == "base_model":
+        minimal.update(build=True, path="p")
     built = cls.from_config(minimal)  # from a rule's slice: checked, defaults filled in
     assert {k: v for k, v in dataclasses.asdict(built).items() if k not in required} == {
         k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in made.items()

@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import inspect
 import sys
+import types
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -272,8 +273,8 @@ def config_section(path: str) -> Callable[[type[T]], type[T]]:
         hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
         for name in names:
             meta = {"help": _help(path, props[name]), "key": f"{path}.{name}"}
-            nested = hints[name] if hasattr(hints[name], "__config_section__") else None
-            if nested is not None:
+            nested = _section_class(hints[name])
+            if nested is not None and name in defaults:
                 made = dataclasses.field(default_factory=nested, metadata=meta)
             elif name in required:
                 made = dataclasses.field(metadata=meta)
@@ -293,6 +294,13 @@ def config_section(path: str) -> Callable[[type[T]], type[T]]:
     return wrap
 
 
+def _section_class(hint: Any) -> type | None:
+    """The ``config_section`` class a field's type names (``X`` or ``X | None``), else None."""
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    args = [a for a in typing.get_args(hint) if a is not type(None)] if union else [hint]
+    return args[0] if len(args) == 1 and hasattr(args[0], "__config_section__") else None
+
+
 def _from_config(cls: type[T], value: Mapping[str, Any]) -> T:
     section, *rest = cls.__config_section__.split(".")  # type: ignore[attr-defined]
     if not rest:  # a whole section: checked, defaults filled in (nested sections come filled)
@@ -303,9 +311,8 @@ def _from_config(cls: type[T], value: Mapping[str, Any]) -> T:
     kwargs = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name in value:
-            item = value[f.name]
-            kind = hints[f.name]
-            kwargs[f.name] = kind.from_config(item) if hasattr(kind, "__config_section__") else item
+            item, nested = value[f.name], _section_class(hints[f.name])
+            kwargs[f.name] = nested.from_config(item) if nested is not None and item is not None else item
     return cls(**kwargs)
 
 

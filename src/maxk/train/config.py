@@ -85,3 +85,53 @@ class RunSpec:
     own_ratio: bool | None
     heldout: dict[str, Any] | None
     description: str | None
+
+
+@config_section("base_model.tokenizer")
+class TokenizerSettings:
+    """The embedded base model's tokenizer (byte-level BPE trained on the SFT split)."""
+
+    vocab_size: int | None
+    min_frequency: int | None
+
+
+@config_section("base_model.sft")
+class SFTSettings:
+    """Supervised fine-tuning of the embedded base model on reference solutions."""
+
+    dataset: str | None
+    epochs: float | None
+    max_steps: int | None
+    learning_rate: float | None
+    warmup_steps: int
+    weight_decay: float
+    batch_size: int | None
+    max_length: int | None
+    max_examples: int | None
+
+
+@config_section("base_model.eval")
+class EvalSettings:
+    """The base model's competence check (pass@1, pass@samples; the calibration block's samples)."""
+
+    dataset: str | None
+    problems: int | None
+    samples: int | None
+    max_new_tokens: int | None
+    batch_size: int
+    log_examples: int
+
+
+@config_section("base_model")
+class BaseModelConfig:
+    """The base model: built by ``maxk base`` (embedded) or a hub id at a revision (paper)."""
+
+    build: bool
+    path: str
+    revision: str | None
+    threads: int | None
+    tokenizer: TokenizerSettings | None
+    model: dict[str, int] | None
+    sft: SFTSettings | None
+    eval: EvalSettings | None
+    calibration: dict[str, Any] | None
