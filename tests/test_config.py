@@ -223,7 +223,7 @@ def test_the_paper_config_reads_the_hub_at_commits():
 
 #: every stage's typed config (issue 27): (class, its schema section)
 def _stage_configs():
-    from maxk.analysis.config import BootstrapSettings
+    from maxk.analysis.config import AnalysisConfig, BootstrapSettings, SignificanceSettings
     from maxk.data.config import Instructions, PromptConfig
     from maxk.generate.config import GenerateConfig, TransformersSettings, VLLMSettings
     from maxk.train.config import (
@@ -240,7 +240,8 @@ def _stage_configs():
     generate = [GenerateConfig, TransformersSettings, VLLMSettings]
     train = [TrainConfig, TrainVLLMSettings, LaunchSettings, RunSpec]
     base = [BaseModelConfig, TokenizerSettings, SFTSettings, EvalSettings]
-    return [PromptConfig, Instructions, *generate, *train, *base, BootstrapSettings]
+    analysis = [AnalysisConfig, BootstrapSettings, SignificanceSettings]
+    return [PromptConfig, Instructions, *generate, *train, *base, *analysis]
 
 
 @pytest.mark.parametrize("cls", _stage_configs(), ids=lambda c: c.__name__)
@@ -273,6 +274,9 @@ def test_each_stage_config_is_its_schema_section_field_by_field(cls):
         minimal["method"] = "grpo"
     if path == "base_model":
         minimal.update(build=True, path="p")
+    if path == "analysis":
+        lab = {"groups": 10, "n": [2], "k": [1], "plot_k": 1, "plot_n": 2}
+        minimal.update(models={"base": "B"}, datasets={"d": {"label": "D"}}, lab=lab)
     built = cls.from_config(minimal)  # from a rule's slice: checked, defaults filled in
     assert {k: v for k, v in dataclasses.asdict(built).items() if k not in required} == {
         k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in made.items()

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from maxk.analysis.config import BOOTSTRAP
+from maxk.analysis.config import BOOTSTRAP, DECIMALS, SIGNIFICANCE
 from maxk.analysis.per_problem import metric_column, parse_metric_column
 from maxk.analysis.stats import holm, paired_interval
 from maxk.seeds import derive_seed
@@ -446,9 +446,9 @@ def _fmt(v: object, decimals: int) -> str:
 
 def render_claims_markdown(
     frame: pd.DataFrame,
-    decimals: int = 3,
+    decimals: int = DECIMALS,
     *,
-    alpha: float = 0.05,
+    alpha: float = SIGNIFICANCE.alpha,
     confidence: float = BOOTSTRAP.confidence,
     power: float = 0.8,
     instrument: Mapping | None = None,
@@ -489,7 +489,7 @@ def render_claims_markdown(
 
 
 def render_instrument(
-    instrument: Mapping, decimals: int = 3, confidence: float = BOOTSTRAP.confidence
+    instrument: Mapping, decimals: int = DECIMALS, confidence: float = BOOTSTRAP.confidence
 ) -> list[str]:
     """The instrument check's section of ``claims.md`` (lines), with the base's calibration block."""
     works = instrument["works"]

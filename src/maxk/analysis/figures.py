@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from maxk.analysis.config import BOOTSTRAP
+from maxk.analysis.config import BOOTSTRAP, DECIMALS
 from maxk.analysis.per_problem import parse_metric_column
 from maxk.analysis.stats import bootstrap_ci, bootstrap_counts
 from maxk.seeds import derive_seed
@@ -197,7 +197,7 @@ def entropy_estimates(
 
 
 def render_entropy_estimates(
-    table: pd.DataFrame, labels: Mapping[str, str], *, confidence: float, decimals: int = 3
+    table: pd.DataFrame, labels: Mapping[str, str], *, confidence: float, decimals: int = DECIMALS
 ) -> str:
     """Markdown for ``entropy_estimates``: one row per model, gaps with their intervals."""
 

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from maxk.analysis.config import RAGGED
 from maxk.metrics import max_at_k_batch, pass_at_k_from_counts, powers_of_two
 
 __all__ = [
@@ -73,7 +74,7 @@ def parse_metric_column(name: str) -> tuple[str, int] | None:
     return metric, int(k)
 
 
-def reward_matrix(scores: pd.DataFrame, *, ragged: str = "error", source: str = "<memory>") -> RewardMatrix:
+def reward_matrix(scores: pd.DataFrame, *, ragged: str = RAGGED, source: str = "<memory>") -> RewardMatrix:
     """Pivot a scores table into a ``[problems, n]`` matrix (see module docstring for ``ragged``).
 
     Errors name ``source``, the offending problem id and the field.

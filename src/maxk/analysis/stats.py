@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from maxk.analysis.config import BOOTSTRAP
+from maxk.analysis.config import BOOTSTRAP, SIGNIFICANCE
 
 __all__ = [
     "ALTERNATIVES",
@@ -112,8 +112,8 @@ def wilcoxon_best_vs_second(
     best: ArrayLike,
     second: ArrayLike,
     *,
-    alternative: str = "greater",
-    zero_method: str = "wilcox",
+    alternative: str = SIGNIFICANCE.alternative,
+    zero_method: str = SIGNIFICANCE.zero_method,
     best_index: int = 0,
     second_index: int = 1,
 ) -> WilcoxonResult:

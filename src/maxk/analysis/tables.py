@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from maxk.analysis.config import BOOTSTRAP
+from maxk.analysis.config import BOOTSTRAP, DECIMALS, SIGNIFICANCE
 from maxk.analysis.per_problem import metric_column, parse_metric_column
 from maxk.analysis.stats import bootstrap_ci, bootstrap_counts, holm, wilcoxon_best_vs_second
 from maxk.seeds import derive_seed
@@ -258,9 +258,9 @@ def build_table(
     seed: int = 0,
     resamples: int = BOOTSTRAP.resamples,
     confidence: float = BOOTSTRAP.confidence,
-    alternative: str = "greater",
-    zero_method: str = "wilcox",
-    alpha: float = 0.05,
+    alternative: str = SIGNIFICANCE.alternative,
+    zero_method: str = SIGNIFICANCE.zero_method,
+    alpha: float = SIGNIFICANCE.alpha,
     star_correction: str = "holm",
 ) -> TableResult:
     """Compute every cell of ``spec`` from per-problem metric frames keyed by ``(model, dataset)``."""
@@ -390,7 +390,7 @@ def _fmt(cell: Cell, decimals: int) -> str:
 
 
 def render_latex(
-    result: TableResult, labels: Mapping[str, str], datasets: Mapping[str, Mapping], decimals: int = 3
+    result: TableResult, labels: Mapping[str, str], datasets: Mapping[str, Mapping], decimals: int = DECIMALS
 ) -> str:
     """The table in the paper's layout (booktabs; needs ``booktabs``, ``multirow``,
     ``xcolor`` with the ``table`` option, and ``graphicx`` when ``resize`` is on)."""
@@ -474,7 +474,7 @@ def _md_escape(text: str) -> str:
 
 
 def render_markdown(
-    result: TableResult, labels: Mapping[str, str], datasets: Mapping[str, Mapping], decimals: int = 3
+    result: TableResult, labels: Mapping[str, str], datasets: Mapping[str, Mapping], decimals: int = DECIMALS
 ) -> str:
     """GitHub Markdown: bold best, ``<u>`` second best, ``*`` significance, caption above."""
     spec = result.spec

@@ -29,6 +29,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from maxk.generate.config import GenerateConfig
+
+_DEFAULT = GenerateConfig()  # the schema's sampling defaults (generate.temperature, generate.top_p)
+
 __all__ = ["DecodeResult", "QwenDecoder", "draw_tokens", "entropy_of", "sampling_logprobs", "supports"]
 
 #: Compact the batch once this fraction of the running rows has finished.
@@ -235,8 +239,8 @@ class QwenDecoder:
         max_new_tokens: int,
         stop_token_ids: Sequence[int],
         seeds: Sequence[int],
-        temperature: float = 1.0,
-        top_p: float = 1.0,
+        temperature: float = _DEFAULT.temperature,
+        top_p: float = _DEFAULT.top_p,
     ) -> DecodeResult:
         """``n`` samples of each prompt (token ids), prompt-major; ``seeds[i]`` seeds prompt i's draws.
 

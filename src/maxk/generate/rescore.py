@@ -31,10 +31,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from maxk.generate.config import GenerateConfig
+from maxk.generate.config import GenerateConfig
+
+_DEVICE = GenerateConfig().transformers.device  # the schema's default device (generate.transformers.device)
 
 
 def select_subsample(samples: Any, problems: int, per_problem: int) -> Any:
@@ -75,7 +76,7 @@ def score_sequences(
     top_p: float,
     stop_token_ids: Sequence[int],
     batch_size: int,
-    device: str = "cpu",
+    device: str = _DEVICE,
 ) -> list[tuple[float, float]]:
     """``(sum of entropies, sum of sampled log-probs)`` over each sequence's completion positions.
 
@@ -135,7 +136,7 @@ def rescore_samples(
     top_p: float,
     stop_token_ids: Sequence[int],
     batch_size: int,
-    device: str = "cpu",
+    device: str = _DEVICE,
     progress: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """One row (the columns of ``rescore_schema``) per row of ``samples`` (already subsampled);

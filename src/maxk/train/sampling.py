@@ -14,8 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from maxk.config import defaults_of
 from maxk.sandbox.judge import is_solved
 from maxk.seeds import derive_seed
+from maxk.train.config import TrainConfig
+
+_TRAIN = defaults_of(TrainConfig)  # the schema's sampling defaults (train.temperature, train.top_p)
 
 __all__ = ["ScoredSamples", "prompt_token_ids", "sample_scored"]
 
@@ -51,8 +55,8 @@ def sample_scored(
     max_new_tokens: int,
     seed: int,
     tag: str,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
+    temperature: float = _TRAIN["temperature"],
+    top_p: float = _TRAIN["top_p"],
     prompt_cfg: dict[str, Any] | None = None,
     prompt_ids: list[list[int]] | None = None,
     stop_token_ids: list[int] | None = None,
