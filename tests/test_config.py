@@ -307,3 +307,30 @@ def test_a_stage_config_must_match_its_schema():
         class Wrong:
             max_batch_size: int
             extra: int
+
+
+def test_no_module_writes_a_schema_default_of_its_own():
+    """Issue 27: a parameter or field named like a config key never spells that key's schema default as
+    a literal (it takes it from the stage's typed config), so the two cannot drift apart."""
+    import re
+
+    literals: dict[str, set[str]] = {}
+
+    def walk(node):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value)
+            elif type(value) in (int, float, str) and value not in (0, 1, ""):
+                literals.setdefault(key, set()).add(repr(value).strip("'\""))
+
+    for section in ("generate", "train", "prompt", "analysis", "base_model", "data"):
+        walk(with_defaults(section, {}))
+    pattern = re.compile(r"^\s*(\w+): [^=]+ = ([-\w.]+|\"[^\"]*\"|'[^']*'),?\s*(#.*)?$")
+    found = []
+    for path in sorted((ROOT / "src" / "maxk").rglob("*.py")):
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            m = pattern.match(line)
+            if m and m.group(2).strip("'\"") in literals.get(m.group(1), ()):
+                found.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
+    assert found == []
+    assert pattern.match("        decimals: int = 3,") and "3" in literals["decimals"]  # the check can fail
