@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # built in the commands: the schema is read there, not at `maxk --help`
@@ -102,35 +102,15 @@ def _load_problems(path: str) -> list[dict[str, Any]]:
 def make_backend(gen: GenerateConfig, model_path: str, *, seed: int, threads: int | None) -> Any:
     """The backend named by ``gen.backend`` with its settings, on the model directory ``model_path``
     (a hub id and its revision are resolved before: ``maxk.hf_hub``)."""
-    if gen.backend == "transformers":
+    if gen.backend == "transformers":  # TransformersSettings' fields are the backend's keywords
         from maxk.generate.hf import TransformersBackend
 
-        hf = gen.transformers
-        return TransformersBackend(
-            model_path,
-            max_batch_size=hf.max_batch_size,
-            dtype=hf.dtype,
-            device=hf.device,
-            threads=threads,
-            stop_tokens=gen.stop_tokens,
-        )
-    if gen.backend == "vllm":
+        hf = asdict(gen.transformers)
+        return TransformersBackend(model_path, **hf, threads=threads, stop_tokens=gen.stop_tokens)
+    if gen.backend == "vllm":  # VLLMSettings' fields are the backend's keywords
         from maxk.generate.vllm import VLLMBackend
 
-        v = gen.vllm
-        return VLLMBackend(
-            model_path,
-            tensor_parallel_size=v.tensor_parallel_size,
-            gpu_memory_utilization=v.gpu_memory_utilization,
-            max_model_len=v.max_model_len,
-            dtype=v.dtype,
-            entropy_top_logprobs=v.entropy_top_logprobs,
-            logprobs_mode=v.logprobs_mode,
-            enforce_eager=v.enforce_eager,
-            prompts_per_call=v.prompts_per_call,
-            seed=seed,
-            stop_tokens=gen.stop_tokens,
-        )
+        return VLLMBackend(model_path, **asdict(gen.vllm), seed=seed, stop_tokens=gen.stop_tokens)
     raise ValueError(f"unknown generate.backend {gen.backend!r} (expected 'transformers' or 'vllm')")
 
 
