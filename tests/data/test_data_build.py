@@ -106,6 +106,16 @@ def test_cli_twice_byte_identical_and_manifest(tmp_path):
     assert run_cli("validate", str(out)) == 0
 
 
+def test_cli_builds_from_a_scale_and_its_overlay(tmp_path):
+    """`--configfile BASE OVERLAY` composes as snakemake does: the tests' overlay makes a 240-problem pool."""
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "suite_heldout.jsonl.gz"
+    files = [str(root / "config" / "config.yaml"), str(root / "tests" / "workflow" / "config_small.yaml")]
+    assert run_cli("build", "--name", "suite_heldout", "--configfile", *files, "--output", str(out)) == 0
+    man = json.loads((tmp_path / "suite_heldout.manifest.json").read_text())
+    assert man["options"]["n"] == 240 and 0 < man["count"] <= 12
+
+
 def test_cli_bad_input_names_file_row_field_and_writes_nothing(tmp_path, capsys):
     bad = tmp_path / "cc.jsonl"
     bad.write_text(json.dumps({"name": "x", "public_tests": {"input": [], "output": []}}) + "\n")

@@ -12,7 +12,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     b = dsub.add_parser("build", help="build one dataset of the config into results/data/")
     b.add_argument("--name", required=True, help="dataset name (a key of config 'datasets')")
     src = b.add_mutually_exclusive_group()
-    src.add_argument("--configfile", help="YAML config (default: config/config.yaml)")
+    src.add_argument(
+        "--configfile",
+        nargs="+",
+        metavar="FILE",
+        help="YAML config files, an overlay after its base, as for snakemake (default: config/config.yaml)",
+    )
     src.add_argument("--config-json", help="config (sections datasets/data/prompt) as a JSON string")
     b.add_argument("--output", help="output .jsonl.gz (default: results/data/{name}.jsonl.gz)")
     b.set_defaults(handler=_build)
@@ -28,7 +33,7 @@ def _build(args: argparse.Namespace) -> int:
     from maxk.paths import data as data_path
     from maxk.provenance import write_provenance
 
-    config = json.loads(args.config_json) if args.config_json else load_config(args.configfile)
+    config = json.loads(args.config_json) if args.config_json else load_config(*(args.configfile or ()))
     output = args.output or data_path(args.name)
     try:
         records, manifest = build_dataset(args.name, config)
