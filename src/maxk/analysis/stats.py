@@ -7,6 +7,8 @@
 - ``wilcoxon_best_vs_second``: the paper's section 4.5 test (scipy's signed-rank test on paired
   per-problem values of the best and the second-best method).
 - ``holm``: Holm-Bonferroni step-down adjusted p-values (across datasets).
+- ``two_level_interval``: an effect pooled across seeds (independent training runs), its interval from
+  resampling seeds, then problems within each seed (runs vary more than problems within a run).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "bootstrap_ci",
     "bootstrap_counts",
     "holm",
+    "two_level_interval",
     "wilcoxon_best_vs_second",
 ]
 
@@ -79,6 +82,38 @@ def paired_interval(
     d = np.asarray(d, dtype=np.float64)
     low, high = bootstrap_ci(d, bootstrap_counts(len(d), resamples, seed), confidence)
     return float(d.mean()), float(low), float(high)
+
+
+def two_level_interval(
+    per_seed: Sequence[ArrayLike], *, seed: int, resamples: int, confidence: float
+) -> tuple[float, float, float]:
+    """``(mean, low, high)`` of an effect measured on several seeds: ``per_seed[s]`` holds seed s's paired
+    per-problem differences. ``mean`` is the mean over seeds of each seed's mean difference; the interval
+    is the percentile interval of that statistic under a two-level bootstrap: draw the seeds with
+    replacement, then, independently for each draw, the problems of that seed with replacement.
+
+    The seed level carries the variation between training runs (Henderson et al. 2018; Agarwal et al.
+    2021 resample runs), the problem level the evaluation noise within a run; an interval over problems
+    alone, pooled across seeds, ignores the first and is too narrow when runs disagree. With few seeds
+    the percentile bootstrap over seeds undercovers (3 seeds cannot show much of their spread): read the
+    per-seed effects beside it. Simulated (tests/analysis/test_analysis_stats.py: run sd 0.03, problem
+    sd 0.1, 60 problems, nominal 95 %): 92.5 % coverage with 10 seeds, 83.5 % with 3; the problems-only
+    interval 55.5 %. One seed: the problem-level interval of that seed.
+    """
+    arrays = [np.asarray(d, dtype=np.float64) for d in per_seed]
+    if not arrays or any(a.ndim != 1 or a.size == 0 for a in arrays):
+        raise ValueError("two_level_interval needs at least one seed, each with a 1-d array of differences")
+    n_seeds = len(arrays)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_seeds, size=(resamples, n_seeds))
+    # each seed's problem-level resample means [seeds, slots]: one independent resample per (resample,
+    # draw) slot, so a seed drawn twice in one resample gets two different problem resamples
+    slots = resamples * n_seeds
+    means = np.stack([a[rng.integers(0, a.size, size=(slots, a.size))].mean(axis=1) for a in arrays])
+    stats = means[draws, np.arange(slots).reshape(resamples, n_seeds)].mean(axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(stats, [alpha, 1.0 - alpha])
+    return float(np.mean([a.mean() for a in arrays])), float(low), float(high)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
