@@ -223,7 +223,13 @@ def test_the_paper_config_reads_the_hub_at_commits():
 
 #: every stage's typed config (issue 27): (class, its schema section)
 def _stage_configs():
-    from maxk.analysis.config import AnalysisConfig, BootstrapSettings, SignificanceSettings
+    from maxk.analysis.config import (
+        AnalysisConfig,
+        BootstrapSettings,
+        LabSettings,
+        OffpolicySettings,
+        SignificanceSettings,
+    )
     from maxk.data.config import Instructions, PromptConfig
     from maxk.generate.config import GenerateConfig, TransformersSettings, VLLMSettings
     from maxk.train.config import (
@@ -240,7 +246,7 @@ def _stage_configs():
     generate = [GenerateConfig, TransformersSettings, VLLMSettings]
     train = [TrainConfig, TrainVLLMSettings, LaunchSettings, RunSpec]
     base = [BaseModelConfig, TokenizerSettings, SFTSettings, EvalSettings]
-    analysis = [AnalysisConfig, BootstrapSettings, SignificanceSettings]
+    analysis = [AnalysisConfig, BootstrapSettings, SignificanceSettings, LabSettings, OffpolicySettings]
     return [PromptConfig, Instructions, *generate, *train, *base, *analysis]
 
 

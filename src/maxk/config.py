@@ -232,9 +232,14 @@ def _schema_at(path: str) -> dict[str, Any]:
 def _defaults_at(path: str) -> dict[str, Any]:
     """The defaults of section ``path`` as ``validate_config`` fills them in (nested ones included)."""
     section, *rest = path.split(".")
-    value = with_defaults(section, {"entry": {}} if rest[:1] == ["*"] else {})
-    for key in rest:
-        value = value.get("entry" if key == "*" else key) or {}
+    keys = ["entry" if key == "*" else key for key in rest]  # "*": one named entry of a map
+    value: dict[str, Any] = {}
+    node = value
+    for key in keys:  # the path's objects present, so that defaults are filled in at every level
+        node = node.setdefault(key, {})
+    value = with_defaults(section, value)
+    for key in keys:
+        value = value.get(key) or {}
     return value
 
 
@@ -271,11 +276,13 @@ def config_section(path: str) -> Callable[[type[T]], type[T]]:
             )
         defaults = _defaults_at(path)
         hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+        sections = {name: _section_class(hints[name]) for name in names}
         for name in names:
             meta = {"help": _help(path, props[name]), "key": f"{path}.{name}"}
-            nested = _section_class(hints[name])
-            if nested is not None and name in defaults:
-                made = dataclasses.field(default_factory=nested, metadata=meta)
+            nested = sections[name]
+            if nested is not None and name in defaults:  # the schema's default object, typed
+                built = functools.partial(nested.from_config, defaults[name])
+                made = dataclasses.field(default_factory=built, metadata=meta)
             elif name in required:
                 made = dataclasses.field(metadata=meta)
             elif name not in defaults:  # optional without a default: None when absent
@@ -288,6 +295,7 @@ def config_section(path: str) -> Callable[[type[T]], type[T]]:
             setattr(cls, name, made)
         out = dataclasses.dataclass(frozen=True, kw_only=True)(cls)
         out.__config_section__ = path  # type: ignore[attr-defined]
+        out.__config_nested__ = {n: c for n, c in sections.items() if c}  # type: ignore[attr-defined]
         out.from_config = classmethod(_from_config)  # type: ignore[attr-defined]
         return out
 
@@ -307,12 +315,13 @@ def _from_config(cls: type[T], value: Mapping[str, Any]) -> T:
         value = with_defaults(section, copy.deepcopy(dict(value)))
     elif rest == ["*"]:  # one named entry (a run): checked as the section's entry
         value = with_defaults(section, {"entry": copy.deepcopy(dict(value))})["entry"]
-    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    nested = cls.__config_nested__  # type: ignore[attr-defined]
     kwargs = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name in value:
-            item, nested = value[f.name], _section_class(hints[f.name])
-            kwargs[f.name] = nested.from_config(item) if nested is not None and item is not None else item
+            item = value[f.name]
+            typed = f.name in nested and item is not None
+            kwargs[f.name] = nested[f.name].from_config(item) if typed else item
     return cls(**kwargs)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from maxk.config import config_section
+from maxk.config import config_section, defaults_of
 
 
 @config_section("analysis.bootstrap")
@@ -48,9 +48,36 @@ class AnalysisConfig:
     lab: dict[str, Any]
 
 
+@config_section("analysis.lab.offpolicy")
+class OffpolicySettings:
+    """The estimator lab's off-policy sweep (sample from pi_old, gradient at pi_old's logits + d u)."""
+
+    n: int
+    k: int
+    distances: list[float]
+    exact_is_max_subsets: int
+
+
+@config_section("analysis.lab")
+class LabSettings:
+    """The estimator lab: bias and variance of the advantage estimators on toy policies."""
+
+    groups: int
+    max_multisets: int
+    n: list[int]
+    k: list[int]
+    plot_k: int
+    plot_n: int
+    settings: dict[str, Any]
+    offpolicy: OffpolicySettings
+
+
 #: the schema's defaults: 1,000 resamples and 95 % intervals; the one-sided Wilcoxon test at 0.05
 BOOTSTRAP = BootstrapSettings()
 SIGNIFICANCE = SignificanceSettings()
 #: the analysis section's scalar defaults (``decimals``, ``ragged``)
-DECIMALS: int = AnalysisConfig.__dataclass_fields__["decimals"].default
-RAGGED: str = AnalysisConfig.__dataclass_fields__["ragged"].default
+DECIMALS: int = defaults_of(AnalysisConfig)["decimals"]
+RAGGED: str = defaults_of(AnalysisConfig)["ragged"]
+#: the lab's size defaults (exact enumeration budgets)
+MAX_MULTISETS: int = defaults_of(LabSettings)["max_multisets"]
+EXACT_IS_MAX_SUBSETS: int = defaults_of(OffpolicySettings)["exact_is_max_subsets"]

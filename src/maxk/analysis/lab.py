@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from maxk.analysis.config import EXACT_IS_MAX_SUBSETS, MAX_MULTISETS
 from maxk.paths import LAB_FIGURES
 
 __all__ = [
@@ -189,7 +190,7 @@ def run_onpolicy(
     *,
     groups: int,
     seed: int,
-    max_multisets: int = 100_000,
+    max_multisets: int = MAX_MULTISETS,
     estimators: Sequence[str] = ESTIMATORS,
 ) -> pd.DataFrame:
     """Bias/variance of every estimator for every (n, k <= n), on-policy."""
@@ -248,8 +249,8 @@ def run_offpolicy(
     *,
     groups: int,
     seed: int,
-    max_multisets: int = 100_000,
-    exact_is_max_subsets: int = 5000,
+    max_multisets: int = MAX_MULTISETS,
+    exact_is_max_subsets: int = EXACT_IS_MAX_SUBSETS,
 ) -> pd.DataFrame:
     """Error of the off-policy estimators at ``theta_old + d u`` as the distance d grows."""
     import torch
@@ -326,7 +327,7 @@ def run_lab(cfg: Mapping, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
                 cfg["k"],
                 groups=cfg["groups"],
                 seed=seed,
-                max_multisets=cfg.get("max_multisets", 100_000),
+                max_multisets=cfg["max_multisets"],
             )
         )
         op = cfg["offpolicy"]
@@ -338,7 +339,7 @@ def run_lab(cfg: Mapping, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
                 op["distances"],
                 groups=cfg["groups"],
                 seed=seed,
-                max_multisets=cfg.get("max_multisets", 100_000),
+                max_multisets=cfg["max_multisets"],
                 exact_is_max_subsets=op["exact_is_max_subsets"],
             )
         )

@@ -14,9 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from maxk.generate.config import GenerateConfig
-
-_DEFAULT = GenerateConfig()  # the schema's sampling defaults (the paper's: T = 1, top-p = 1, 256 tokens)
+from maxk.generate.config import DEFAULT as _DEFAULT  # the schema's (the paper's: T 1, top-p 1, 256 tokens)
 
 #: Allowed values of ``Sample.entropy_kind``: exact (from the full logits), approx (from top
 #: log-probs only), none (not available). Never mix kinds within one file.

@@ -47,3 +47,7 @@ class GenerateConfig:
     stop_tokens: list[str]
     transformers: TransformersSettings
     vllm: VLLMSettings
+
+
+#: the schema's defaults, typed: the keyword defaults of the stage's functions and backends
+DEFAULT = GenerateConfig()

@@ -29,9 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from maxk.generate.config import GenerateConfig
-
-_DEFAULT = GenerateConfig()  # the schema's sampling defaults (generate.temperature, generate.top_p)
+from maxk.generate.config import DEFAULT as _DEFAULT  # generate.temperature, generate.top_p
 
 __all__ = ["DecodeResult", "QwenDecoder", "draw_tokens", "entropy_of", "sampling_logprobs", "supports"]
 

@@ -28,10 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from maxk.generate.backends import Sample, SamplingParams, prompt_token_ids, resolve_stop_token_ids
-from maxk.generate.config import GenerateConfig
-
-#: The schema's defaults (generate.transformers, generate.stop_tokens): the keyword defaults below.
-_DEFAULT = GenerateConfig()
+from maxk.generate.config import DEFAULT as _DEFAULT  # generate.transformers, generate.stop_tokens
 
 
 class _Sampler:

@@ -33,9 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from maxk.generate.config import GenerateConfig
-
-_DEVICE = GenerateConfig().transformers.device  # the schema's default device (generate.transformers.device)
+from maxk.generate.config import DEFAULT, GenerateConfig
 
 
 def select_subsample(samples: Any, problems: int, per_problem: int) -> Any:
@@ -76,7 +74,7 @@ def score_sequences(
     top_p: float,
     stop_token_ids: Sequence[int],
     batch_size: int,
-    device: str = _DEVICE,
+    device: str = DEFAULT.transformers.device,
 ) -> list[tuple[float, float]]:
     """``(sum of entropies, sum of sampled log-probs)`` over each sequence's completion positions.
 
@@ -136,7 +134,7 @@ def rescore_samples(
     top_p: float,
     stop_token_ids: Sequence[int],
     batch_size: int,
-    device: str = _DEVICE,
+    device: str = DEFAULT.transformers.device,
     progress: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """One row (the columns of ``rescore_schema``) per row of ``samples`` (already subsampled);

@@ -22,10 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from maxk.generate.backends import Sample, SamplingParams, resolve_stop_token_ids
-from maxk.generate.config import GenerateConfig
-
-#: The schema's defaults (generate.vllm, generate.stop_tokens): the keyword defaults below.
-_DEFAULT = GenerateConfig()
+from maxk.generate.config import DEFAULT as _DEFAULT  # generate.vllm, generate.stop_tokens
 
 
 def approx_entropy(position: Mapping[int, Any]) -> float:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from maxk.config import config_section
+from maxk.config import config_section, defaults_of
 
 
 @config_section("train.vllm")
@@ -85,6 +85,11 @@ class RunSpec:
     own_ratio: bool | None
     heldout: dict[str, Any] | None
     description: str | None
+
+
+#: the schema's defaults of ``train`` and of a run (keys without one left out)
+TRAIN_DEFAULTS = defaults_of(TrainConfig)
+RUN_DEFAULTS = defaults_of(RunSpec)
 
 
 @config_section("base_model.tokenizer")

@@ -37,22 +37,16 @@ import trl
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import split_tensor_dict
 
-from maxk.config import defaults_of
 from maxk.objectives import ESTIMATORS, REWARD_KINDS, compute_advantages, estimator, needs_k, uses_deltas
 from maxk.seeds import derive_seed
-from maxk.train.config import RunSpec, TrainConfig
+from maxk.train.config import RUN_DEFAULTS as _RUN_DEFAULTS  # the defaults below that the config also sets
+from maxk.train.config import TRAIN_DEFAULTS as _TRAIN_DEFAULTS
 
 #: The exact TRL release whose internals the overrides rely on (also pinned in pyproject.toml).
 TRL_VERSION = "1.16.0"
 K_SCHEDULES = ("constant", "linear", "step")
 #: log-ratio guard before exp (as TRL's VESPO): keeps delta finite; delta_clamp then bounds it.
 _MAX_LOG_RATIO = 20.0
-
-
-#: The ``train`` section's and a run's typed defaults (``maxk.train.config``, from workflow/schemas/): the one
-#: source of the defaults below that the config also sets.
-_TRAIN_DEFAULTS = defaults_of(TrainConfig)
-_RUN_DEFAULTS = defaults_of(RunSpec)
 
 
 @dataclass

@@ -14,12 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from maxk.config import defaults_of
 from maxk.sandbox.judge import is_solved
 from maxk.seeds import derive_seed
-from maxk.train.config import TrainConfig
-
-_TRAIN = defaults_of(TrainConfig)  # the schema's sampling defaults (train.temperature, train.top_p)
+from maxk.train.config import TRAIN_DEFAULTS as _TRAIN  # train.temperature, train.top_p
 
 __all__ = ["ScoredSamples", "prompt_token_ids", "sample_scored"]
 
