@@ -1,6 +1,6 @@
 """Benchmark: maxk's decode loop (``maxk.generate.decode``) against ``model.generate`` and the roofline.
 
-    python benchmarks/bench_generate.py [--model results/models/base] [--problems 16] [--n 256]
+    python benchmarks/bench_generate.py [--model results/seed{seed}/models/base] [--problems 16] [--n 256]
         [--max-new-tokens 96] [--threads 1] [--baseline-problems 4]
         [--problems-file results/data/suite_test.jsonl.gz]
 
@@ -62,9 +62,11 @@ def run(backend, prompts, params) -> tuple[float, int, int]:
     return seconds, sum(len(r) for r in results), sum(s.num_tokens for r in results for s in r)
 
 
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="results/models/base")
+    ap.add_argument("--model", default=None, help="the base model (default: the embedded config seed's)")
     ap.add_argument("--problems-file", default="results/data/suite_test.jsonl.gz", help="prompts, if present")
     ap.add_argument("--problems", type=int, default=16, help="problems through maxk's decode loop")
     ap.add_argument("--baseline-problems", type=int, default=4, help="problems through model.generate")
@@ -78,6 +80,11 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--vocab", type=int, default=1000)
     args = ap.parse_args()
+    if args.model is None:  # the embedded default's base, where the workflow puts its seed's
+        from maxk import paths as P
+        from maxk.config import load_config
+
+        args.model = P.model_dir(load_config()["seed"], P.BASE)
 
     import torch
 

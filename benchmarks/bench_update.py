@@ -2,7 +2,8 @@
 computed once (``maxk.train.shared_prompt``, MaxKGRPOTrainer's 6th override) against TRL's unshared
 computation, in the same process; prints both times and the ratio (unshared / shared).
 
-    python benchmarks/bench_update.py [--model results/models/base] [--data results/data/suite_rl.jsonl.gz]
+    python benchmarks/bench_update.py [--model results/seed{seed}/models/base]
+       [--data results/data/suite_rl.jsonl.gz]
                                       [--method grpo] [--repeats 7] [--threads 1]
 
 Embedded shape: 8 groups x 8 completions per micro-batch (``train.per_device_train_batch_size``), the
@@ -110,14 +111,21 @@ def timed(fn, *args) -> float:
     return time.perf_counter() - start
 
 
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=str(ROOT / "results/models/base"))
+    ap.add_argument("--model", default=None, help="the base model (default: the embedded config seed's)")
     ap.add_argument("--data", default=str(ROOT / "results/data/suite_rl.jsonl.gz"))
     ap.add_argument("--method", default="grpo")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the embedded train job: 1)")
     a = ap.parse_args()
+    if a.model is None:  # the embedded default's base, where the workflow puts its seed's
+        from maxk import paths as P
+        from maxk.config import load_config
+
+        a.model = str(ROOT / P.model_dir(load_config()["seed"], P.BASE))
 
     import torch
     from datasets import Dataset

@@ -155,6 +155,9 @@ def validate_config(config: dict[str, Any], *, file: str | Path | None = None) -
     place; return it."""
     from jsonschema import ValidationError
 
+    reps = config.get("replicates")
+    if isinstance(reps, list):  # `--config replicates=[1234,2,3]`: Snakemake hands the items over as strings
+        config["replicates"] = [int(r) if isinstance(r, str) and r.strip().isdigit() else r for r in reps]
     try:
         _validator().validate(config)
     except ValidationError as exc:
@@ -165,6 +168,8 @@ def validate_config(config: dict[str, Any], *, file: str | Path | None = None) -
             hint = f" (a scale file sets runs.{exc.absolute_path[1]}, which its experiment does not define)"
         raise ConfigError(f"{where}config key {key}: {exc.message}{hint}") from None
     _fill_compared_datasets(config)
+    if config.get("replicates") is None:  # the schema's null: the one seed
+        config["replicates"] = [config["seed"]]
     return config
 
 

@@ -1,21 +1,30 @@
 """Where every file of a run lives, defined once (the rules, the targets and the tests read it here).
 
-All paths are relative to the working directory of the workflow (``snakemake --directory`` moves it)::
+All paths are relative to the working directory of the workflow (``snakemake --directory`` moves it).
+What does not depend on the seed is made once; everything a seed changes (the base model's training,
+the RL runs, sampling, and so every score, metric, table and claim) lives under one directory per seed
+of ``replicates`` (``{seed}``)::
 
     results/data/{dataset}.jsonl.gz            problems (+ .manifest.json)
-    results/data/{dataset}.edge.jsonl.gz       the RL prompts at the base's edge of competence
-    results/models/base                        the embedded base model (when the workflow builds it)
-    results/models/{run}                       a trained run; results/metrics/train/{run}.csv its curves
-    results/models/{model}/trained_on.json     every problem the model saw in training
-    results/samples/{model}/{dataset}.parquet  samples (+ .manifest.json; shards in {dataset}/shard{i})
-    results/scores/{model}/{dataset}.parquet   per-sample rewards and verdicts
-    results/metrics/{model}/{dataset}.parquet  per-problem pass@k / max@k
-    results/entropy/{model}/{dataset}.parquet  figure 2's models re-scored on a subsample (exact entropy)
-    results/{tables,stats,figures,claims,lab}/ the analysis outputs (table, significance, figure, ...)
-    results/contamination/contamination.{csv,md}  training problems found in evaluation sets
-    results/logs/..., results/benchmarks/...   one log and one timing per job
+    results/lab/, results/provenance/          the estimator lab (toy simulations); the environment
+    results/claims/across_seeds.{csv,md}       every claim across the seeds (more than one seed)
+    results/figures/across_seeds_*.{pdf,png}   curves with across-seed bands; the claims' intervals
+    results/seed{seed}/                        one seed's run:
+        data/{dataset}.edge.jsonl.gz           the RL prompts at the base's edge of competence
+        models/base                            the embedded base model (when the workflow builds it)
+        models/{run}                           a trained run; metrics/train/{run}.csv its curves
+        models/{model}/trained_on.json         every problem the model saw in training
+        samples/{model}/{dataset}.parquet      samples (+ .manifest.json; shards in {dataset}/shard{i})
+        scores/{model}/{dataset}.parquet       per-sample rewards and verdicts
+        metrics/{model}/{dataset}.parquet      per-problem pass@k / max@k
+        entropy/{model}/{dataset}.parquet      figure 2's models re-scored on a subsample (exact entropy)
+        {tables,stats,figures,claims}/         the analysis outputs (table, significance, figure, claims)
+        contamination/contamination.{csv,md}   training problems found in evaluation sets
+        logs/..., benchmarks/...               one log and one timing per job of the seed
+    results/logs/..., results/benchmarks/...   one log and one timing per job made once
 
-``{model}`` is ``base`` or a training run's name. Pure functions, no third-party imports.
+``{model}`` is ``base`` or a training run's name; ``seed`` is an int or the wildcard ``"{seed}"``.
+Pure functions, no third-party imports.
 """
 
 from __future__ import annotations
@@ -30,9 +39,34 @@ BASE = "base"
 #: The file inside every trained model directory listing the problems it was trained on.
 TRAINED_ON = "trained_on.json"
 
+Seed = int | str
+
+
+def seed_dir(seed: Seed) -> str:
+    """The directory of one seed's run (``seed``: an int, or ``"{seed}"`` for a rule's wildcard)."""
+    return f"{RESULTS}/seed{seed}"
+
+
+def seed_of(path: str) -> int:
+    """The seed of a file under ``seed_dir``: the inverse of ``seed_dir`` for any path below it."""
+    for part in os.path.normpath(path).split(os.sep):
+        if part.startswith("seed") and part[4:].isdigit():
+            return int(part[4:])
+    raise ValueError(f"{path}: not under a results/seed<N>/ directory")
+
+
+def logs(seed: Seed) -> str:
+    """One seed's job logs (the jobs made once log to ``LOGS``)."""
+    return f"{seed_dir(seed)}/logs"
+
+
+def benchmarks(seed: Seed) -> str:
+    """One seed's job timings (the jobs made once time to ``BENCH``)."""
+    return f"{seed_dir(seed)}/benchmarks"
+
 
 def data(dataset: str, ext: str = ".jsonl.gz") -> str:
-    """A dataset's problems (``ext`` ``.manifest.json`` for its manifest)."""
+    """A dataset's problems (``ext`` ``.manifest.json`` for its manifest); the same for every seed."""
     return f"{RESULTS}/data/{dataset}{ext}"
 
 
@@ -45,85 +79,106 @@ def dataset_name(path: str) -> str:
     return name
 
 
-def edge_prompts(dataset: str, ext: str = ".jsonl.gz") -> str:
-    """The problems of ``dataset`` at the base model's edge of competence (``train.prompt_filter``),
-    shared by every run (``ext`` ``.manifest.json`` for the per-problem counts)."""
-    return data(f"{dataset}.edge", ext)
+def edge_prompts(seed: Seed, dataset: str, ext: str = ".jsonl.gz") -> str:
+    """The problems of ``dataset`` at the edge of competence of the seed's base model
+    (``train.prompt_filter``), shared by every run of the seed (``ext`` ``.manifest.json`` for the
+    per-problem counts)."""
+    return f"{seed_dir(seed)}/data/{dataset}.edge{ext}"
 
 
-def train_prompts(config: dict[str, Any]) -> str:
-    """The file every run draws its RL prompts from: the edge-filtered ``train.dataset`` when
-    ``train.prompt_filter`` is set, else ``train.dataset`` itself."""
+def train_prompts(config: dict[str, Any], seed: Seed) -> str:
+    """The file every run of ``seed`` draws its RL prompts from: the edge-filtered ``train.dataset``
+    when ``train.prompt_filter`` is set, else ``train.dataset`` itself."""
     train = config["train"]
-    return edge_prompts(train["dataset"]) if train.get("prompt_filter") else data(train["dataset"])
+    return edge_prompts(seed, train["dataset"]) if train.get("prompt_filter") else data(train["dataset"])
 
 
-def trained_on(model: str) -> str:
+def model_dir(seed: Seed, model: str) -> str:
+    """The directory the workflow writes ``model`` (``base`` or a run) of ``seed`` to."""
+    return f"{seed_dir(seed)}/models/{model}"
+
+
+def trained_on(seed: Seed, model: str) -> str:
     """What ``model`` was trained on: ``[{"dataset", "id"}, ...]`` beside its weights."""
-    return f"{model_dir(model)}/{TRAINED_ON}"
+    return f"{model_dir(seed, model)}/{TRAINED_ON}"
 
 
-def contamination(ext: str) -> str:
-    """The contamination audit (``ext`` ``csv`` or ``md``)."""
-    return f"{RESULTS}/contamination/contamination.{ext}"
+def contamination(seed: Seed, ext: str) -> str:
+    """The contamination audit of a seed's models (``ext`` ``csv`` or ``md``)."""
+    return f"{seed_dir(seed)}/contamination/contamination.{ext}"
 
 
-def model_dir(model: str) -> str:
-    """The directory the workflow writes ``model`` (``base`` or a run) to."""
-    return f"{RESULTS}/models/{model}"
+def train_metrics(seed: Seed, run: str) -> str:
+    return f"{seed_dir(seed)}/metrics/train/{run}.csv"
 
 
-def train_metrics(run: str) -> str:
-    return f"{RESULTS}/metrics/train/{run}.csv"
+def samples(seed: Seed, model: str, dataset: str, ext: str = ".parquet") -> str:
+    return f"{seed_dir(seed)}/samples/{model}/{dataset}{ext}"
 
 
-def samples(model: str, dataset: str, ext: str = ".parquet") -> str:
-    return f"{RESULTS}/samples/{model}/{dataset}{ext}"
+def shard(seed: Seed, model: str, dataset: str, index: int | str, ext: str = ".parquet") -> str:
+    return f"{seed_dir(seed)}/samples/{model}/{dataset}/shard{index}{ext}"
 
 
-def shard(model: str, dataset: str, index: int | str, ext: str = ".parquet") -> str:
-    return f"{RESULTS}/samples/{model}/{dataset}/shard{index}{ext}"
+def scores(seed: Seed, model: str, dataset: str) -> str:
+    return f"{seed_dir(seed)}/scores/{model}/{dataset}.parquet"
 
 
-def scores(model: str, dataset: str) -> str:
-    return f"{RESULTS}/scores/{model}/{dataset}.parquet"
+def metrics(seed: Seed, model: str, dataset: str) -> str:
+    return f"{seed_dir(seed)}/metrics/{model}/{dataset}.parquet"
 
 
-def metrics(model: str, dataset: str) -> str:
-    return f"{RESULTS}/metrics/{model}/{dataset}.parquet"
-
-
-def entropy_rescored(model: str, dataset: str, ext: str = ".parquet") -> str:
+def entropy_rescored(seed: Seed, model: str, dataset: str, ext: str = ".parquet") -> str:
     """A fixed subsample of (model, dataset)'s samples re-scored with transformers: the exact
     full-vocabulary entropy beside the samples' own estimate (``ext`` ``.manifest.json`` for its manifest)."""
-    return f"{RESULTS}/entropy/{model}/{dataset}{ext}"
+    return f"{seed_dir(seed)}/entropy/{model}/{dataset}{ext}"
 
 
-def table(name: str, ext: str) -> str:
+def table(seed: Seed, name: str, ext: str) -> str:
     """Table ``name`` of ``analysis.tables`` or of the full tables (``ext`` ``tex``, ``md`` or ``csv``)."""
-    return f"{RESULTS}/tables/{name}.{ext}"
+    return f"{seed_dir(seed)}/tables/{name}.{ext}"
 
 
-def significance(ext: str) -> str:
+def significance(seed: Seed, ext: str) -> str:
     """The Wilcoxon tests of every table that asks (``ext`` ``csv`` or ``json``)."""
-    return f"{RESULTS}/stats/significance.{ext}"
+    return f"{seed_dir(seed)}/stats/significance.{ext}"
 
 
-def figure(name: str, ext: str) -> str:
+def figure(seed: Seed, name: str, ext: str) -> str:
     """A figure (``ext`` ``pdf`` or ``png``): ``passk_curve`` (figure 1), ``entropy`` (figure 2) or
     ``maxk_{dataset}`` (max@k curves)."""
-    return f"{RESULTS}/figures/{name}.{ext}"
+    return f"{seed_dir(seed)}/figures/{name}.{ext}"
 
 
-def entropy_estimates(ext: str) -> str:
+def entropy_estimates(seed: Seed, ext: str) -> str:
     """The entropy estimates of figure 2's models side by side, with their gaps (``ext`` ``csv`` or
     ``md``); written by the figure's job as ``{figure stem}_estimates.{ext}``."""
-    return figure("entropy_estimates", ext)
+    return figure(seed, "entropy_estimates", ext)
 
 
-def claims(ext: str) -> str:
-    """The claims of the paper tested on this run (``ext`` ``csv`` or ``md``)."""
-    return f"{RESULTS}/claims/claims.{ext}"
+def claims(seed: Seed, ext: str) -> str:
+    """The claims of the paper tested on one seed's run (``ext`` ``csv`` or ``md``)."""
+    return f"{seed_dir(seed)}/claims/claims.{ext}"
+
+
+def claim_differences(seed: Seed) -> str:
+    """Each tested claim's per-problem differences (a - b) on one seed: what the across-seed table
+    resamples (``problem_id`` and one column per claim id)."""
+    return f"{seed_dir(seed)}/claims/differences.csv"
+
+
+def across_seeds(ext: str) -> str:
+    """Every claim across the seeds of ``replicates`` (``ext`` ``csv`` or ``md``)."""
+    return f"{RESULTS}/claims/across_seeds.{ext}"
+
+
+#: the across-seed figures: each method's curves with across-seed bands; the claims' intervals
+ACROSS_SEED_FIGURES = ("curves", "claims")
+
+
+def across_seeds_figure(name: str, ext: str) -> str:
+    """An across-seed figure (``name`` of ``ACROSS_SEED_FIGURES``; ``ext`` ``pdf`` or ``png``)."""
+    return f"{RESULTS}/figures/across_seeds_{name}.{ext}"
 
 
 def environment() -> str:
@@ -137,7 +192,8 @@ LAB_FIGURES = ("onpolicy", "offpolicy", "offpolicy_surrogate")
 
 
 def lab(name: str) -> str:
-    """An output of the estimator lab (``onpolicy.csv``, ``offpolicy.png``, ...)."""
+    """An output of the estimator lab (``onpolicy.csv``, ``offpolicy.png``, ...): toy simulations,
+    made once with the config's ``seed``."""
     return f"{RESULTS}/lab/{name}"
 
 
@@ -148,18 +204,19 @@ def pair_of(path: str) -> tuple[str, str]:
     return os.path.basename(head), name.removesuffix(".parquet")
 
 
-def model_path(config: dict[str, Any], model: str) -> str:
-    """Weights of ``model``: a run's directory; for ``base``, ``results/models/base`` when the workflow
-    builds it (``base_model.build``), else ``base_model.path`` (a hub id or a local directory)."""
+def model_path(config: dict[str, Any], seed: Seed, model: str) -> str:
+    """Weights of ``model`` of ``seed``: a run's directory; for ``base``, the seed's
+    ``models/base`` when the workflow builds it (``base_model.build``), else ``base_model.path`` (a hub
+    id or a local directory, the same for every seed)."""
     if model != BASE:
-        return model_dir(model)
+        return model_dir(seed, model)
     base = config["base_model"]
-    return model_dir(BASE) if base["build"] else base["path"]
+    return model_dir(seed, BASE) if base["build"] else base["path"]
 
 
-def model_inputs(config: dict[str, Any], model: str) -> list[str]:
+def model_inputs(config: dict[str, Any], seed: Seed, model: str) -> list[str]:
     """The model directory as a rule input when the workflow makes it (never a hub id)."""
-    return [model_path(config, model)] if model != BASE or config["base_model"]["build"] else []
+    return [model_path(config, seed, model)] if model != BASE or config["base_model"]["build"] else []
 
 
 def model_revision_arg(config: dict[str, Any], model: str) -> str:
@@ -171,6 +228,8 @@ def model_revision_arg(config: dict[str, Any], model: str) -> str:
     return ""
 
 
-def shard_paths(config: dict[str, Any], model: str, dataset: str, ext: str = ".parquet") -> list[str]:
-    """The shard files of (model, dataset), in shard order."""
-    return [shard(model, dataset, i, ext) for i in range(config["generate"]["num_shards"])]
+def shard_paths(
+    config: dict[str, Any], seed: Seed, model: str, dataset: str, ext: str = ".parquet"
+) -> list[str]:
+    """The shard files of (model, dataset) of ``seed``, in shard order."""
+    return [shard(seed, model, dataset, i, ext) for i in range(config["generate"]["num_shards"])]

@@ -87,11 +87,20 @@ def test_every_claim_of_the_issue_is_defined_once():
 
 def test_effect_interval_and_test_match_their_definitions():
     metrics = metrics_of(levels={"grpo_continuous": 0.3})
-    frame = evaluate_claims(cfg(), metrics, entropy_of(metrics, 0.2), seed=1).set_index("id")
+    differences: dict = {}
+    frame = evaluate_claims(cfg(), metrics, entropy_of(metrics, 0.2), seed=1, differences=differences)
+    frame = frame.set_index("id")
     row = frame.loc["grpo_raises_pass_at_1"]
     a = metrics[("grpo_continuous", "ds")]["pass@1"].to_numpy()
     b = metrics[("base", "ds")]["pass@1"].to_numpy()
     assert row["effect"] == pytest.approx((a - b).mean())
+    # each tested claim's per-problem differences (what the across-seed table resamples) make its effect
+    assert set(differences) == set(frame.index[frame["effect"].notna()])
+    for cid, d in differences.items():
+        assert d.mean() == pytest.approx(frame.loc[cid, "effect"]) and d.index.is_unique
+    by_problem = metrics[("grpo_continuous", "ds")].set_index("problem_id")["pass@1"]
+    base = metrics[("base", "ds")].set_index("problem_id")["pass@1"]
+    assert differences["grpo_raises_pass_at_1"].to_dict() == pytest.approx((by_problem - base).to_dict())
     assert row["a_value"] == pytest.approx(a.mean()) and row["b_value"] == pytest.approx(b.mean())
     assert row["ci_low"] < row["effect"] < row["ci_high"]
     assert row["pvalue"] == pytest.approx(wilcoxon(a, b, alternative="greater").pvalue)
@@ -274,8 +283,13 @@ def test_cli_writes_csv_and_markdown(tmp_path, capsys):
     metrics_files = sorted(str(p) for p in (tmp_path / "metrics").glob("*/*.parquet"))
     argv += ["--metrics", *metrics_files, "--samples", *map(str, (tmp_path / "samples").glob("*/*.parquet"))]
     outputs = ["--csv", str(out / "claims.csv"), "--md", str(out / "claims.md")]
-    assert main([*argv, *outputs]) == 0
+    assert main([*argv, *outputs, "--differences", str(out / "differences.csv")]) == 0
     frame = pd.read_csv(out / "claims.csv")
+    diffs = pd.read_csv(out / "differences.csv")
+    assert list(diffs.columns) == ["claim", "problem_id", "difference"]
+    assert diffs.groupby("claim")["difference"].mean().to_dict() == pytest.approx(
+        frame.dropna(subset=["effect"]).set_index("id")["effect"].to_dict(), abs=1e-6
+    )
     assert set(frame["id"]) >= ISSUE_IDS
     assert frame.set_index("id").loc["grpo_raises_pass_at_1", "holds"]
     assert (out / "claims.md").read_text().count("\n| `") == len(CLAIMS)
@@ -311,5 +325,5 @@ def test_the_instrument_run_is_a_setting():
     assert check["works"] and check["run"] == check["objective"]["run"] == "grpo_e4_ppo1"
     assert ("grpo_e4_ppo1", "ds") in claim_inputs(other)[0] and ("base", "ds") in claim_inputs(other)[0]
     config = {"analysis": other, "runs": {"grpo_e4_ppo1": {}, "grpo_continuous": {}}}
-    assert instrument_curve(config) == ["results/metrics/train/grpo_e4_ppo1.csv"]
-    assert instrument_curve({**config, "runs": {"grpo_continuous": {}}}) == []
+    assert instrument_curve(config, 1234) == ["results/seed1234/metrics/train/grpo_e4_ppo1.csv"]
+    assert instrument_curve({**config, "runs": {"grpo_continuous": {}}}, 1234) == []

@@ -117,7 +117,7 @@ def test_names():
     assert dataset_name("d/x.y.parquet") == "x.y"
     with pytest.raises(ContaminationError, match=r"x\.csv: not a dataset file"):
         dataset_name("d/x.csv")
-    assert model_name("results/models/grpo_continuous/trained_on.json") == "grpo_continuous"
+    assert model_name("results/seed1234/models/grpo_continuous/trained_on.json") == "grpo_continuous"
 
 
 # --------------------------------------------------------------------------- overlap kinds

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from maxk import paths as P
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,7 +21,7 @@ def _dry_run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_paper_dag_shards_merge_and_gpus():
-    res = _dry_run("results/samples/base/codecontests_test.parquet", "--configfile", "config/paper.yaml")
+    res = _dry_run(P.samples(1234, "base", "codecontests_test"), "--configfile", "config/paper.yaml")
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
     assert "generate_shard        8" in out and "merge_samples         1" in out
@@ -27,20 +29,18 @@ def test_paper_dag_shards_merge_and_gpus():
     assert "gpu=1" in out
     # the prompt section's '{entry_point}' must reach the job verbatim (not as a wildcard)
     assert "{entry_point}" in out
-    assert "maxk generate merge --output results/samples/base/codecontests_test.parquet" in out
+    assert f"maxk generate merge --output {P.samples(1234, 'base', 'codecontests_test')}" in out
 
 
 def test_default_dag_builds_base_and_run_models_first():
-    res = _dry_run(
-        "results/samples/base/suite_test.parquet", "results/samples/grpo_continuous/humaneval.parquet"
-    )
+    res = _dry_run(P.samples(1234, "base", "suite_test"), P.samples(1234, "grpo_continuous", "humaneval"))
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
     for rule in ("base_model", "train", "generate_shard"):
         assert f"rule {rule}:" in out, rule
     # one shard (the default): the shard job writes the final file, no merge job
     assert "rule merge_samples:" not in out
-    assert "--shard 0 --num-shards 1" in out and "--output results/samples/base/suite_test.parquet" in out
-    assert "--model-path results/models/base --model-name base" in out
-    assert "--model-path results/models/grpo_continuous --model-name grpo_continuous" in out
+    assert "--shard 0 --num-shards 1" in out and f"--output {P.samples(1234, 'base', 'suite_test')}" in out
+    assert "--model-path results/seed1234/models/base --model-name base" in out
+    assert "--model-path results/seed1234/models/grpo_continuous --model-name grpo_continuous" in out
     assert "gpu=" not in out  # transformers backend on CPU: no GPU requested (a gpu resource only when > 0)

@@ -186,7 +186,8 @@ def rehearse(configfile: Path, work: Path, jobs: int = 8, extra: list[str] | Non
         "--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "1",
         # the base model's evaluations first: every table waits on them, and the greedy scheduler
         # (largest inputs first) would start them last, as a hub model is no input of theirs
-        "--prioritize", *(P.scores(P.BASE, dataset) for dataset in config["analysis"]["datasets"]),
+        "--prioritize",
+        *(P.scores(s, P.BASE, d) for s in config["replicates"] for d in config["analysis"]["datasets"]),
         "--scheduler", "greedy",  # the default ILP scheduler costs minutes of CPU over ~160 small jobs
         *(extra or []),
     ]  # fmt: skip

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rehearse import HERE, ROOT, load_config, rehearse
+from rehearse import HERE, ROOT, P, load_config, rehearse
 
 
 def test_the_overlay_changes_sizes_only():
@@ -29,8 +29,9 @@ def test_the_overlay_changes_sizes_only():
 def test_paper_config_rehearsal(tmp_path):
     paper = ROOT / "config" / "paper.yaml"
     assert rehearse(paper, tmp_path) == 0
-    results = tmp_path / "run" / "results"
     config = load_config([paper, HERE / "overlay.yaml"])
+    (seed,) = config["replicates"]
+    results = tmp_path / "run" / P.seed_dir(seed)
     for table in config["analysis"]["tables"]:
         assert (results / "tables" / f"{table}.md").is_file(), table
     for name in ("claims/claims.csv", "claims/claims.md"):

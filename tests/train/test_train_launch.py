@@ -309,13 +309,14 @@ def test_paper_dag_lists_every_gpu_training_run():
     runs = sorted(_config("paper.yaml")["runs"])
     assert len(runs) == 13  # the paper's 10 and 3 beyond it
     for run in runs:
-        assert f"results/models/{run}" in text and f"--run {run} " in text
+        assert f"results/seed1234/models/{run}" in text and f"--run {run} " in text
     launch = f"accelerate launch --config_file {ROOT / 'workflow/deepspeed/zero2.yaml'} --num_processes 8"
     assert text.count(launch) >= len(runs)
     assert "gpu=8" in text
     # each GPU job is told what it asked for, so it stops at once without CUDA (maxk.gpu)
     assert text.count("--gpus 8 ") >= len(runs)
-    assert text.count("--trackers results/logs/trackers ") >= len(runs)  # live curves (train.report_to)
+    # live curves (train.report_to)
+    assert text.count("--trackers results/seed1234/logs/trackers ") >= len(runs)
     assert "--gpus 1 " in next(line for line in text.splitlines() if "maxk generate --model-path" in line)
 
 

@@ -52,7 +52,7 @@ def test_base_model_job_uses_the_threads_snakemake_grants_it(tmp_path: Path) -> 
 
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     args = ["-n", "-p", "--forceall", "--cores", "1", "--configfile", str(ROOT / "config" / "config.yaml")]
-    args += ["--directory", str(tmp_path), "results/models/base"]
+    args += ["--directory", str(tmp_path), "results/seed1234/models/base"]
     res = subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), *args],
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from maxk import paths as P
-from maxk.config import load_config
+from maxk.config import ConfigError, load_config, validate_config
 from maxk.workflow import slices, targets
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,26 +56,69 @@ def test_every_output_path_is_built_in_maxk_paths():
         if path.name != "paths.py" and re.search(r"RESULTS\}/", path.read_text())
     ]
     assert built == []
-    assert P.table("t1", "md") == "results/tables/t1.md" and P.claims("csv") == "results/claims/claims.csv"
+    assert P.table(7, "t1", "md") == "results/seed7/tables/t1.md"
+    assert P.claims(7, "csv") == "results/seed7/claims/claims.csv"
     assert (
-        P.figure("entropy", "png")
-        == "results/figures/entropy.png"
-        == P.entropy_estimates("png").replace("_estimates", "")
+        P.figure(7, "entropy", "png")
+        == "results/seed7/figures/entropy.png"
+        == P.entropy_estimates(7, "png").replace("_estimates", "")
     )
+
+
+#: every path of one seed's run, as a rule's pattern (the ``{seed}`` wildcard) and for seed 12
+SEED_PATHS = {
+    "model_dir": lambda s: P.model_dir(s, "grpo"),
+    "trained_on": lambda s: P.trained_on(s, "grpo"),
+    "train_metrics": lambda s: P.train_metrics(s, "grpo"),
+    "edge_prompts": lambda s: P.edge_prompts(s, "suite_rl"),
+    "samples": lambda s: P.samples(s, "grpo", "d"),
+    "shard": lambda s: P.shard(s, "grpo", "d", 3),
+    "scores": lambda s: P.scores(s, "grpo", "d"),
+    "metrics": lambda s: P.metrics(s, "grpo", "d"),
+    "entropy_rescored": lambda s: P.entropy_rescored(s, "grpo", "d"),
+    "table": lambda s: P.table(s, "t1", "md"),
+    "significance": lambda s: P.significance(s, "csv"),
+    "figure": lambda s: P.figure(s, "maxk_d", "png"),
+    "claims": lambda s: P.claims(s, "md"),
+    "claim_differences": P.claim_differences,
+    "contamination": lambda s: P.contamination(s, "csv"),
+    "logs": P.logs,
+    "benchmarks": P.benchmarks,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEED_PATHS))
+def test_every_seed_dependent_path_lies_under_its_seed(name):
+    make = SEED_PATHS[name]
+    pattern, path = make("{seed}"), make(12)
+    assert pattern.startswith("results/seed{seed}/") and path == pattern.replace("{seed}", "12")
+    assert P.seed_of(path) == 12 and P.seed_of("/x/" + path) == 12
+    # two seeds never share a file, and nothing of a seed lies where the once-made files are
+    assert make(12) != make(1) and not path.startswith(("results/data/", "results/lab/", "results/claims/"))
+
+
+def test_seed_independent_paths_are_made_once():
+    for path in (P.data("d"), P.lab("onpolicy.csv"), P.environment(), P.across_seeds("md"),
+                 P.across_seeds_figure("claims", "png")):  # fmt: skip
+        assert "/seed" not in path
+        with pytest.raises(ValueError, match="not under a results/seed"):
+            P.seed_of(path)
+    assert P.seed_of("results/seed0/models/base") == 0
 
 
 def test_pair_of_inverts_every_per_pair_path():
     for make in (P.samples, P.scores, P.metrics):
-        assert P.pair_of(make("grpo_e1", "lcb-v5.test")) == ("grpo_e1", "lcb-v5.test")
+        assert P.pair_of(make(3, "grpo_e1", "lcb-v5.test")) == ("grpo_e1", "lcb-v5.test")
     assert P.pair_of("/elsewhere/metrics/base/humaneval.parquet") == ("base", "humaneval")
 
 
 def test_model_paths_follow_the_base_model_section():
     built = {"base_model": {"build": True, "path": "x"}}
     hub = {"base_model": {"build": False, "path": "Org/Model", "revision": None}}
-    assert P.model_path(built, "base") == "results/models/base" == P.model_inputs(built, "base")[0]
-    assert P.model_path(hub, "base") == "Org/Model" and P.model_inputs(hub, "base") == []
-    assert P.model_path(hub, "grpo") == "results/models/grpo" == P.model_inputs(hub, "grpo")[0]
+    assert P.model_path(built, 5, "base") == "results/seed5/models/base"
+    assert P.model_inputs(built, 5, "base") == [P.model_path(built, 5, "base")]
+    assert P.model_path(hub, 5, "base") == "Org/Model" and P.model_inputs(hub, 5, "base") == []
+    assert P.model_path(hub, 5, "grpo") == P.model_dir(5, "grpo") == P.model_inputs(hub, 5, "grpo")[0]
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
@@ -82,11 +126,14 @@ def test_final_targets_cover_every_declared_output(name):
     config = load_config(ROOT / "config" / name)
     out = targets.final_targets(config)
     assert len(out) == len(set(out))
+    (seed,) = config["replicates"]
+    assert seed == config["seed"]  # replicates: null is the one seed
     for run in config["runs"]:
-        assert {P.model_dir(run), P.train_metrics(run)} <= set(out)
+        assert {P.model_dir(seed, run), P.train_metrics(seed, run)} <= set(out)
     for dataset in config["datasets"]:
         assert P.data(dataset) in out
-    assert "results/claims/claims.csv" in out and "results/provenance/environment.json" in out
+    assert f"results/seed{seed}/claims/claims.csv" in out and "results/provenance/environment.json" in out
+    assert not [f for f in out if "across_seeds" in f]  # one seed: no across-seed job
     # every metrics file an analysis job reads comes from a declared (model, dataset) pair
     analysis = config["analysis"]
     pairs = targets.significance_pairs(analysis) + targets.claims_pairs(analysis)[0]
@@ -151,7 +198,7 @@ def test_analysis_subsections_rerun_only_their_rules():
     config = load_config(ROOT / "config" / "config.yaml")
     for key, rules in (
         ("lab", {"analysis_lab"}),
-        ("claims", {"analysis_claims"}),
+        ("claims", {"analysis_claims", "analysis_across_seeds"}),
         ("ks", {"analysis_metrics"} | {r for r in slices.SLICES if slices.SLICES[r] is slices.analysis}),
     ):
         changed = copy.deepcopy(config)
@@ -163,3 +210,45 @@ def test_analysis_subsections_rerun_only_their_rules():
             and slices.config_json(config, r) != slices.config_json(changed, r)
         }  # fmt: skip
         assert moved == rules, key
+
+
+def test_three_seeds_make_three_of_every_seed_dependent_target_and_one_of_the_rest():
+    config = load_config(ROOT / "config" / "config.yaml")
+    one = targets.final_targets(config)
+    config["replicates"] = [1234, 2, 3]
+    three = targets.final_targets(config)
+    per_seed = [f for f in one if f.startswith(P.seed_dir(1234) + "/")]
+    once = [f for f in one if f not in per_seed]
+    across = targets.across_seed_targets(config)
+    assert per_seed and once and len(three) == len(once) + 3 * len(per_seed) + len(across)
+    for seed in (2, 3):
+        assert {f.replace("seed1234/", f"seed{seed}/") for f in per_seed} <= set(three)
+    assert set(targets.across_seed_targets(config)) == {
+        P.across_seeds("csv"), P.across_seeds("md"),
+        *(P.across_seeds_figure(n, e) for n in P.ACROSS_SEED_FIGURES for e in ("pdf", "png")),
+    }  # fmt: skip
+    inputs = targets.across_seed_inputs(config)
+    assert [P.seed_of(f) for f in inputs["claims"]] == [1234, 2, 3]
+    assert [P.seed_of(f) for f in inputs["differences"]] == [1234, 2, 3]
+
+
+def test_a_seed_slice_takes_the_jobs_seed_and_only_where_it_has_one():
+    config = load_config(ROOT / "config" / "config.yaml")
+    run = sorted(config["runs"])[0]
+    for rule in set(slices.SLICES) - {"environment"}:  # made once: the whole config, never a seed
+        name = run if rule == "train" else (sorted(config["datasets"])[0] if rule == "data_build" else None)
+        plain, seeded = slices.config_json(config, rule, name), slices.config_json(config, rule, name, "9")
+        if rule in REACHES["seed"]:
+            assert json.loads(seeded)["seed"] == 9 and json.loads(plain)["seed"] == config["seed"]
+        else:
+            assert seeded == plain, rule
+
+
+def test_replicates_from_the_command_line_are_ints():
+    """``--config replicates=[1234,2,3]`` hands Snakemake's parse over as strings; they are seeds."""
+    config = load_config(ROOT / "config" / "config.yaml")
+    config["replicates"] = ["1234", "2", "3"]
+    assert validate_config(config)["replicates"] == [1234, 2, 3]
+    config["replicates"] = [2, 2]
+    with pytest.raises(ConfigError, match="replicates"):
+        validate_config(config)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from maxk import paths as P
 from maxk.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +107,7 @@ def test_small_dag_runs_through_the_real_slurm_plugin(tmp_path: Path) -> None:
             "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
             "--configfile", str(ROOT / "config" / "config.yaml"), str(config),
             "--profile", str(PROFILE), "--slurm-init-seconds-before-status-checks", "1",
-            "results/scores/base/suite_test.parquet",
+            P.scores(cfg["seed"], "base", "suite_test"),
         ],
         extra_env={
             "PATH": f"{FAKE / 'bin'}:{Path(sys.executable).parent}:{os.environ['PATH']}",
@@ -118,7 +119,7 @@ def test_small_dag_runs_through_the_real_slurm_plugin(tmp_path: Path) -> None:
     )  # fmt: skip
     submissions = [json.loads(line) for line in (state / "sbatch.jsonl").read_text().splitlines()]
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert (workdir / "results" / "scores" / "base" / "suite_test.parquet").is_file()
+    assert (workdir / P.scores(cfg["seed"], "base", "suite_test")).is_file()
     rules = Counter(s["rule"] for s in submissions)
     assert rules["generate_shard"] == cfg["generate"]["num_shards"] and rules["base_model"] == 1
     assert rules["score"] == 1

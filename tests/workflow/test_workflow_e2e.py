@@ -3,7 +3,9 @@
 One clean run (module fixture) is the reference. A second run is killed three times (SIGKILL while
 training, SIGTERM while generating, SIGKILL while scoring), unlocked and rerun each time, exactly as a
 user would; it must complete, keep what was finished before each kill, leave no process behind, and
-end with tables byte-identical to the clean run's (same config and seed => same bytes).
+end with tables byte-identical to the clean run's (same config and seed => same bytes). The config
+runs two seeds (``replicates``): every seed-dependent job runs once per seed under its own
+``results/seed{seed}/``, and the across-seed claims table joins them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from maxk import paths as P
+from maxk.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "tests" / "workflow" / "config_small.yaml"  # an overlay on the embedded default
@@ -62,10 +67,32 @@ def clean_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return workdir
 
 
+#: the seeds of the end-to-end config (``replicates``): two, so every seed-dependent job runs twice
+SEEDS = load_config(ROOT / "config" / "config.yaml", SMALL)["replicates"]
+
+
 def test_clean_run_produces_every_artefact(clean_run: Path) -> None:
-    res = clean_run / "results"
+    assert len(SEEDS) == 2
+    once = clean_run / "results"
+    for rel in ["data/suite_sft.jsonl.gz", "data/suite_test.manifest.json", "provenance/environment.json",
+                "claims/across_seeds.csv", "claims/across_seeds.md", "figures/across_seeds_curves.png",
+                "figures/across_seeds_claims.pdf"]:  # fmt: skip
+        assert (once / rel).is_file(), rel
+    assert list((once / "lab").iterdir()), "the estimator lab wrote nothing"
+    across = (once / "claims" / "across_seeds.md").read_text()
+    assert all(f"seed {s}" in across for s in SEEDS) and "grpo_raises_pass_at_1" in across
+    for seed in SEEDS:
+        _seed_artefacts(clean_run / P.seed_dir(seed))
+    weights = [(clean_run / P.model_dir(s, "grpo_continuous") / "model.safetensors").read_bytes()
+               for s in SEEDS]  # fmt: skip
+    assert weights[0] != weights[1], "two seeds trained the same model"
+    again = smk(clean_run, "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def _seed_artefacts(res: Path) -> None:
     for rel in [
-        "data/suite_sft.jsonl.gz", "data/suite_rl.edge.jsonl.gz", "data/suite_test.manifest.json",
+        "data/suite_rl.edge.jsonl.gz",
         "models/base/config.json", "models/base/trained_on.json", "models/grpo_continuous/trained_on.json",
         "contamination/contamination.csv", "contamination/contamination.md",
         "models/grpo_continuous/config.json", "models/offpolicy_bon/config.json",
@@ -73,16 +100,12 @@ def test_clean_run_produces_every_artefact(clean_run: Path) -> None:
         "scores/offpolicy_bon/suite_call.parquet", "metrics/base/suite_test.parquet",
         "tables/max_at_16.tex", "tables/max_at_16.md", "tables/max_at_16.csv",
         "tables/full_max_suite_test.tex", "stats/significance.csv", "figures/passk_curve.pdf",
-        "figures/entropy.png", "figures/maxk_suite_test.png",
-        "provenance/environment.json",
+        "figures/entropy.png", "figures/maxk_suite_test.png", "claims/claims.md", "claims/differences.csv",
     ]:  # fmt: skip
         assert (res / rel).is_file(), rel
     assert not list((res / "samples").glob("*/*/shard*.parquet")), "shards are temp() and must be gone"
-    assert list((res / "lab").iterdir()), "the estimator lab wrote nothing"
     for table in (res / "tables").glob("*.tex"):
         assert (table.parent / (table.name + ".provenance.json")).is_file(), table
-    again = smk(clean_run, "-n")
-    assert "Nothing to be done" in again.stdout + again.stderr
 
 
 def test_report_is_self_contained_html(clean_run: Path) -> None:
@@ -143,10 +166,11 @@ def leftover_processes(workdir: Path) -> list[str]:
 def test_killed_run_resumes_to_identical_results(clean_run: Path, tmp_path: Path) -> None:
     workdir = tmp_path / "killed"
     workdir.mkdir()
+    logs = P.logs("*")  # every seed's
     kills = [
-        ("results/logs/train/*.log", signal.SIGKILL),
-        ("results/logs/generate/*/*/shard*.log", signal.SIGTERM),
-        ("results/logs/score/*/*.log", signal.SIGKILL),
+        (f"{logs}/train/*.log", signal.SIGKILL),
+        (f"{logs}/generate/*/*/shard*.log", signal.SIGTERM),
+        (f"{logs}/score/*/*.log", signal.SIGKILL),
     ]
     kept: dict[str, float] = {}
     for markers, sig in kills:
@@ -156,8 +180,8 @@ def test_killed_run_resumes_to_identical_results(clean_run: Path, tmp_path: Path
         # Outputs of jobs that had certainly finished must be kept, not redone, by every later run.
         # Training needs the data and the base model, so they were complete before the first kill. (A
         # file that merely exists at kill time may belong to the killed job, which is rightly redone.)
-        for path in glob.glob(str(workdir / "results/data/*.jsonl.gz")) + glob.glob(
-            str(workdir / "results/models/base/*")
+        for path in glob.glob(str(workdir / P.data("*"))) + glob.glob(
+            str(workdir / P.model_dir(SEEDS[0], "base") / "*")
         ):
             kept.setdefault(path, os.stat(path).st_mtime_ns)
         smk(workdir, "--unlock")
@@ -165,13 +189,10 @@ def test_killed_run_resumes_to_identical_results(clean_run: Path, tmp_path: Path
     assert kept, "nothing finished before the kills: the test would not test resumption"
     for path, mtime in kept.items():
         assert os.stat(path).st_mtime_ns == mtime, f"{path} was redone after a kill"
-    clean = result_files(clean_run, "results/tables/*.[tcm][esd][xdv]") | result_files(
-        clean_run, "results/stats/significance.csv"
-    )
-    resumed = result_files(workdir, "results/tables/*.[tcm][esd][xdv]") | result_files(
-        workdir, "results/stats/significance.csv"
-    )
-    assert clean.keys() == resumed.keys() and clean
+    compared = (P.table("*", "*", "[tcm][esd][xdv]"), P.significance("*", "csv"), P.across_seeds("csv"))
+    clean = {k: v for pattern in compared for k, v in result_files(clean_run, pattern).items()}
+    resumed = {k: v for pattern in compared for k, v in result_files(workdir, pattern).items()}
+    assert clean.keys() == resumed.keys() and len({P.seed_of(k) for k in clean if "/seed" in k}) == 2
     for name in clean:
         assert clean[name] == resumed[name], (
             f"{name} differs between the clean and the killed-and-resumed run"
@@ -184,9 +205,10 @@ def test_corrupt_sample_file_fails_its_job_clearly(clean_run: Path, tmp_path: Pa
 
     workdir = tmp_path / "corrupt"
     shutil.copytree(clean_run, workdir, symlinks=True)
-    bad = workdir / "results" / "samples" / "base" / "suite_test.parquet"
+    seed = SEEDS[0]
+    bad = workdir / P.samples(seed, "base", "suite_test")
     bad.write_bytes(b"PAR1 this is not a parquet file")
-    other = workdir / "results" / "scores" / "base" / "suite_call.parquet"
+    other = workdir / P.scores(seed, "base", "suite_call")
     other_mtime = other.stat().st_mtime_ns
     res = subprocess.run(
         smk_cmd(workdir, "--keep-going", "--rerun-triggers", "mtime"),
@@ -195,9 +217,9 @@ def test_corrupt_sample_file_fails_its_job_clearly(clean_run: Path, tmp_path: Pa
     out = res.stdout + res.stderr
     assert res.returncode != 0
     assert "Error in rule score" in out and "dataset=suite_test" in out.replace(" ", "")
-    log = (workdir / "results" / "logs" / "score" / "base" / "suite_test.log").read_text()
+    log = (workdir / P.logs(seed) / "score" / "base" / "suite_test.log").read_text()
     assert str(bad.relative_to(workdir)) in log or str(bad) in log, log[-2000:]
     assert "parquet" in log.lower()
     assert "Traceback" not in log, "a user-facing error, not a crash"
-    assert not (workdir / "results" / "scores" / "base" / "suite_test.parquet").exists()
+    assert not (workdir / P.scores(seed, "base", "suite_test")).exists()
     assert other.stat().st_mtime_ns == other_mtime, "an unrelated result was redone"

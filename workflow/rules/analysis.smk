@@ -1,6 +1,7 @@
-# Analysis: per-problem metrics -> tables, significance, figures; plus the estimator lab.
-# Inputs are the scoring stage's results/scores/{model}/{dataset}.parquet (and, for figure 2, the
-# generation stage's results/samples/{model}/{dataset}.parquet).
+# Analysis: per-problem metrics -> tables, significance, figures and claims of each seed; the claims
+# across the seeds; the estimator lab (once). Inputs are the scoring stage's
+# results/seed{seed}/scores/{model}/{dataset}.parquet (and, for figure 2, the generation stage's
+# results/seed{seed}/samples/{model}/{dataset}.parquet).
 # Each rule declares exactly the files it reads (maxk.workflow.targets) and hands them to its command.
 from maxk.workflow import targets as T
 
@@ -12,7 +13,7 @@ RESCORE_PAIRS = T.rescore_pairs(ANALYSIS)
 ENTROPY_ESTIMATES = (
     {
         f"estimates_{ext}": report(
-            P.entropy_estimates(ext),
+            P.entropy_estimates("{seed}", ext),
             caption="../report/analysis_entropy_estimates.rst",
             category="Figures",
         )
@@ -35,17 +36,18 @@ localrules:
     analysis_figure_entropy,
     analysis_figure_maxk,
     analysis_claims,
+    analysis_across_seeds,
 
 
 rule analysis_metrics:
     input:
-        P.scores("{model}", "{dataset}"),
+        P.scores("{seed}", "{model}", "{dataset}"),
     output:
-        P.metrics("{model}", "{dataset}"),
+        P.metrics("{seed}", "{model}", "{dataset}"),
     log:
-        f"{LOGS}/analysis/metrics/{{model}}/{{dataset}}.log",
+        f"{SEED_LOGS}/analysis/metrics/{{model}}/{{dataset}}.log",
     benchmark:
-        f"{BENCH}/analysis/metrics/{{model}}/{{dataset}}.tsv"
+        f"{SEED_BENCH}/analysis/metrics/{{model}}/{{dataset}}.tsv"
     conda:
         "../../envs/report.yaml"
     threads: threads_of("analysis_metrics")
@@ -59,30 +61,30 @@ rule analysis_metrics:
 
 rule analysis_table:
     input:
-        lambda wc: T.metrics_files(T.table_pairs(ANALYSIS, wc.table)),
+        lambda wc: T.metrics_files(T.table_pairs(ANALYSIS, wc.table), wc.seed),
     output:
         tex=report(
-            P.table("{table}", "tex"),
+            P.table("{seed}", "{table}", "tex"),
             caption="../report/analysis_table.rst",
             category="Tables",
             subcategory="LaTeX",
         ),
         md=report(
-            P.table("{table}", "md"),
+            P.table("{seed}", "{table}", "md"),
             caption="../report/analysis_table.rst",
             category="Tables",
             subcategory="Markdown",
         ),
         csv=report(
-            P.table("{table}", "csv"),
+            P.table("{seed}", "{table}", "csv"),
             caption="../report/analysis_table.rst",
             category="Tables",
             subcategory="CSV with bootstrap CIs",
         ),
     log:
-        f"{LOGS}/analysis/tables/{{table}}.log",
+        f"{SEED_LOGS}/analysis/tables/{{table}}.log",
     benchmark:
-        f"{BENCH}/analysis/tables/{{table}}.tsv"
+        f"{SEED_BENCH}/analysis/tables/{{table}}.tsv"
     conda:
         "../../envs/report.yaml"
     threads: threads_of("analysis_table")
@@ -90,26 +92,25 @@ rule analysis_table:
         **resources_of("analysis_table"),
     params:
         cfg=lambda wc: config_json("analysis_table"),
-        seed=config["seed"],
     shell:
-        "maxk analyze tables --config-json {params.cfg:q} --seed {params.seed} --metrics {input} "
+        "maxk analyze tables --config-json {params.cfg:q} --seed {wildcards.seed} --metrics {input} "
         "--table {wildcards.table} --tex {output.tex} --md {output.md} --csv {output.csv} > {log} 2>&1"
 
 
 rule analysis_stats:
     input:
-        T.metrics_files(T.significance_pairs(ANALYSIS)),
+        lambda wc: T.metrics_files(T.significance_pairs(ANALYSIS), wc.seed),
     output:
         csv=report(
-            P.significance("csv"),
+            P.significance("{seed}", "csv"),
             caption="../report/analysis_stats.rst",
             category="Significance",
         ),
-        json=P.significance("json"),
+        json=P.significance("{seed}", "json"),
     log:
-        f"{LOGS}/analysis/stats.log",
+        f"{SEED_LOGS}/analysis/stats.log",
     benchmark:
-        f"{BENCH}/analysis/stats.tsv"
+        f"{SEED_BENCH}/analysis/stats.tsv"
     conda:
         "../../envs/report.yaml"
     threads: threads_of("analysis_stats")
@@ -117,26 +118,25 @@ rule analysis_stats:
         **resources_of("analysis_stats"),
     params:
         cfg=lambda wc: config_json("analysis_stats"),
-        seed=config["seed"],
     shell:
-        "maxk analyze stats --config-json {params.cfg:q} --seed {params.seed} "
+        "maxk analyze stats --config-json {params.cfg:q} --seed {wildcards.seed} "
         "--metrics {input} --output {output.csv} > {log} 2>&1"
 
 
 rule analysis_figure_passk:
     input:
-        T.metrics_files(T.figure_pairs(ANALYSIS, "passk")),
+        lambda wc: T.metrics_files(T.figure_pairs(ANALYSIS, "passk"), wc.seed),
     output:
-        pdf=P.figure("passk_curve", "pdf"),
+        pdf=P.figure("{seed}", "passk_curve", "pdf"),
         png=report(
-            P.figure("passk_curve", "png"),
+            P.figure("{seed}", "passk_curve", "png"),
             caption="../report/analysis_passk.rst",
             category="Figures",
         ),
     log:
-        f"{LOGS}/analysis/figures/passk_curve.log",
+        f"{SEED_LOGS}/analysis/figures/passk_curve.log",
     benchmark:
-        f"{BENCH}/analysis/figures/passk_curve.tsv"
+        f"{SEED_BENCH}/analysis/figures/passk_curve.tsv"
     conda:
         "../../envs/report.yaml"
     threads: threads_of("analysis_figure")
@@ -144,28 +144,27 @@ rule analysis_figure_passk:
         **resources_of("analysis_figure"),
     params:
         cfg=lambda wc: config_json("analysis_figure_passk"),
-        seed=config["seed"],
     shell:
-        "maxk analyze figure passk --config-json {params.cfg:q} --seed {params.seed} "
+        "maxk analyze figure passk --config-json {params.cfg:q} --seed {wildcards.seed} "
         "--metrics {input} --output {output.pdf} {output.png} > {log} 2>&1"
 
 
 rule analysis_figure_entropy:
     input:
-        samples=T.samples_files(T.figure_pairs(ANALYSIS, "entropy")),
-        rescored=T.rescored_files(RESCORE_PAIRS),
+        samples=lambda wc: T.samples_files(T.figure_pairs(ANALYSIS, "entropy"), wc.seed),
+        rescored=lambda wc: T.rescored_files(RESCORE_PAIRS, wc.seed),
     output:
         **ENTROPY_ESTIMATES,
-        pdf=P.figure("entropy", "pdf"),
+        pdf=P.figure("{seed}", "entropy", "pdf"),
         png=report(
-            P.figure("entropy", "png"),
+            P.figure("{seed}", "entropy", "png"),
             caption="../report/analysis_entropy.rst",
             category="Figures",
         ),
     log:
-        f"{LOGS}/analysis/figures/entropy.log",
+        f"{SEED_LOGS}/analysis/figures/entropy.log",
     benchmark:
-        f"{BENCH}/analysis/figures/entropy.tsv"
+        f"{SEED_BENCH}/analysis/figures/entropy.tsv"
     conda:
         "../../envs/report.yaml"
     threads: threads_of("analysis_figure")
@@ -173,32 +172,33 @@ rule analysis_figure_entropy:
         **resources_of("analysis_figure"),
     params:
         cfg=lambda wc: config_json("analysis_figure_entropy"),
-        seed=config["seed"],
         estimates=lambda w, output: (
             f" --estimates-csv {output.estimates_csv} --estimates-md {output.estimates_md}"
             if RESCORE_PAIRS
             else ""
         ),
     shell:
-        "maxk analyze figure entropy --config-json {params.cfg:q} --seed {params.seed} "
+        "maxk analyze figure entropy --config-json {params.cfg:q} --seed {wildcards.seed} "
         "--samples {input.samples} --rescored {input.rescored}{params.estimates} "
         "--output {output.pdf} {output.png} > {log} 2>&1"
 
 
 rule analysis_figure_maxk:
     input:
-        lambda wc: T.metrics_files(T.figure_pairs(ANALYSIS, "maxk_curves", wc.dataset)),
+        lambda wc: T.metrics_files(
+            T.figure_pairs(ANALYSIS, "maxk_curves", wc.dataset), wc.seed
+        ),
     output:
-        pdf=P.figure("maxk_{dataset}", "pdf"),
+        pdf=P.figure("{seed}", "maxk_{dataset}", "pdf"),
         png=report(
-            P.figure("maxk_{dataset}", "png"),
+            P.figure("{seed}", "maxk_{dataset}", "png"),
             caption="../report/analysis_maxk.rst",
             category="Figures",
         ),
     log:
-        f"{LOGS}/analysis/figures/maxk_{{dataset}}.log",
+        f"{SEED_LOGS}/analysis/figures/maxk_{{dataset}}.log",
     benchmark:
-        f"{BENCH}/analysis/figures/maxk_{{dataset}}.tsv"
+        f"{SEED_BENCH}/analysis/figures/maxk_{{dataset}}.tsv"
     conda:
         "../../envs/report.yaml"
     threads: threads_of("analysis_figure")
@@ -206,34 +206,34 @@ rule analysis_figure_maxk:
         **resources_of("analysis_figure"),
     params:
         cfg=lambda wc: config_json("analysis_figure_maxk"),
-        seed=config["seed"],
     shell:
-        "maxk analyze figure maxk --config-json {params.cfg:q} --seed {params.seed} "
+        "maxk analyze figure maxk --config-json {params.cfg:q} --seed {wildcards.seed} "
         "--metrics {input} --dataset {wildcards.dataset} "
         "--output {output.pdf} {output.png} > {log} 2>&1"
 
 
 rule analysis_claims:
     input:
-        metrics=T.metrics_files(CLAIMS_PAIRS[0]),
-        samples=T.samples_files(CLAIMS_PAIRS[1]),
-        train_metrics=T.instrument_curve(config),
-        base_model=P.model_inputs(config, P.BASE),
+        metrics=lambda wc: T.metrics_files(CLAIMS_PAIRS[0], wc.seed),
+        samples=lambda wc: T.samples_files(CLAIMS_PAIRS[1], wc.seed),
+        train_metrics=lambda wc: T.instrument_curve(config, wc.seed),
+        base_model=lambda wc: P.model_inputs(config, wc.seed, P.BASE),
     output:
         csv=report(
-            P.claims("csv"),
+            P.claims("{seed}", "csv"),
             caption="../report/analysis_claims.rst",
             category="Claims",
         ),
         md=report(
-            P.claims("md"),
+            P.claims("{seed}", "md"),
             caption="../report/analysis_claims.rst",
             category="Claims",
         ),
+        differences=P.claim_differences("{seed}"),
     log:
-        f"{LOGS}/analysis/claims.log",
+        f"{SEED_LOGS}/analysis/claims.log",
     benchmark:
-        f"{BENCH}/analysis/claims.tsv"
+        f"{SEED_BENCH}/analysis/claims.tsv"
     conda:
         "../../envs/report.yaml"
     threads: threads_of("analysis_claims")
@@ -241,7 +241,6 @@ rule analysis_claims:
         **resources_of("analysis_claims"),
     params:
         cfg=lambda wc: config_json("analysis_claims"),
-        seed=config["seed"],
         curve=lambda w, input: (
             f" --train-metrics {input.train_metrics}" if input.train_metrics else ""
         ),
@@ -249,9 +248,9 @@ rule analysis_claims:
             f" --base-model {input.base_model}" if input.base_model else ""
         ),
     shell:
-        "maxk analyze claims --config-json {params.cfg:q} --seed {params.seed} "
+        "maxk analyze claims --config-json {params.cfg:q} --seed {wildcards.seed} "
         "--metrics {input.metrics} --samples {input.samples}{params.curve}{params.base} "
-        "--csv {output.csv} --md {output.md} > {log} 2>&1"
+        "--csv {output.csv} --md {output.md} --differences {output.differences} > {log} 2>&1"
 
 
 rule analysis_lab:
@@ -302,15 +301,15 @@ rule analysis_lab:
 
 rule analysis_contamination:
     input:
-        models=[P.model_dir(m) for m in T.trained_models(config)],
-        data=T.contamination_data(config),
+        models=lambda wc: [P.model_dir(wc.seed, m) for m in T.trained_models(config)],
+        data=lambda wc: T.contamination_data(config, wc.seed),
     output:
-        csv=P.contamination("csv"),
-        md=report(P.contamination("md"), category="Contamination"),
+        csv=P.contamination("{seed}", "csv"),
+        md=report(P.contamination("{seed}", "md"), category="Contamination"),
     log:
-        f"{LOGS}/analysis/contamination.log",
+        f"{SEED_LOGS}/analysis/contamination.log",
     benchmark:
-        f"{BENCH}/analysis/contamination.tsv"
+        f"{SEED_BENCH}/analysis/contamination.tsv"
     conda:
         "../../envs/report.yaml"
     threads: threads_of("analysis_contamination")
@@ -323,3 +322,48 @@ rule analysis_contamination:
     shell:
         "maxk analyze contamination --trained-on {params.trained_on} --data {input.data} "
         "--audit {params.audit} --output {output.csv} --markdown {output.md} {params.fail} > {log} 2>&1"
+
+
+# The claims across the seeds of config["replicates"] (requested only with more than one seed).
+if "claims" in ANALYSIS:
+
+    rule analysis_across_seeds:
+        input:
+            **T.across_seed_inputs(config),
+        output:
+            csv=P.across_seeds("csv"),
+            md=report(
+                P.across_seeds("md"),
+                caption="../report/analysis_across_seeds.rst",
+                category="Claims",
+            ),
+            curves_pdf=P.across_seeds_figure("curves", "pdf"),
+            curves_png=report(
+                P.across_seeds_figure("curves", "png"),
+                caption="../report/analysis_across_seeds.rst",
+                category="Claims",
+            ),
+            claims_pdf=P.across_seeds_figure("claims", "pdf"),
+            claims_png=report(
+                P.across_seeds_figure("claims", "png"),
+                caption="../report/analysis_across_seeds.rst",
+                category="Claims",
+            ),
+        log:
+            f"{LOGS}/analysis/across_seeds.log",
+        benchmark:
+            f"{BENCH}/analysis/across_seeds.tsv"
+        conda:
+            "../../envs/report.yaml"
+        threads: threads_of("analysis_claims")
+        resources:
+            **resources_of("analysis_claims"),
+        params:
+            cfg=lambda wc: config_json("analysis_across_seeds"),
+            seed=config["seed"],
+        shell:
+            "maxk analyze across-seeds --config-json {params.cfg:q} --seed {params.seed} "
+            "--claims {input.claims} --differences {input.differences} --metrics {input.metrics} "
+            "--csv {output.csv} --md {output.md} "
+            "--curves-figure {output.curves_pdf} {output.curves_png} "
+            "--claims-figure {output.claims_pdf} {output.claims_png} > {log} 2>&1"

@@ -6,6 +6,12 @@ from maxk.workflow.resources import retry_resources
 from maxk.workflow.targets import final_targets
 
 RESULTS, LOGS, BENCH = P.RESULTS, P.LOGS, P.BENCH
+#: logs and timings of the jobs of one seed's run (the `seed` wildcard: one of config["replicates"])
+SEED_LOGS, SEED_BENCH = P.logs("{seed}"), P.benchmarks("{seed}")
+
+
+wildcard_constraints:
+    seed=r"\d+",
 
 
 def get_final_output():
@@ -13,10 +19,11 @@ def get_final_output():
     return final_targets(config)
 
 
-def config_json(rule, name=None):
+def config_json(rule, name=None, seed=None):
     """Rule `rule`'s config slice (maxk.workflow.slices) as canonical JSON, for `params:` (a change
-    of that slice, and only of it, reruns the job)."""
-    return slices.config_json(config, rule, name)
+    of that slice, and only of it, reruns the job); `seed`: the job's seed wildcard, if it has one.
+    """
+    return slices.config_json(config, rule, name, seed)
 
 
 def rule_resources(name):

@@ -1,10 +1,10 @@
-# Generation stage: n samples per problem for one (model, dataset), in shards merged in order.
-#   results/samples/{model}/{dataset}/shard{i}.parquet  (+ .manifest.json; temp unless keep_shards)
-#   results/samples/{model}/{dataset}.parquet           (+ .manifest.json)
+# Generation stage: n samples per problem for one (model, dataset) of one seed, in shards merged in order.
+#   results/seed{seed}/samples/{model}/{dataset}/shard{i}.parquet  (+ .manifest.json; temp unless keep_shards)
+#   results/seed{seed}/samples/{model}/{dataset}.parquet           (+ .manifest.json)
 # With generate.num_shards = 1 (the embedded default) the one shard job writes the final file itself
 # and there is no merge job: a job saved per (model, dataset), i.e. one interpreter start-up each.
-# {model} is `base` (config base_model: results/models/base when built, else base_model.path, e.g. a
-# hub id at paper scale) or a training run name (results/models/{run}). Orchestration requests the (model, dataset) pairs.
+# {model} is `base` (config base_model: results/seed{seed}/models/base when built, else base_model.path,
+# e.g. a hub id at paper scale) or a training run name (results/seed{seed}/models/{run}). Orchestration requests the (model, dataset) pairs.
 # Paths: maxk.paths; resources: maxk.workflow.resources.generate_resources.
 from maxk.workflow.resources import generate_resources
 
@@ -12,9 +12,9 @@ GEN_RES = generate_resources(config, rule_resources("generate_shard"))
 GEN_SINGLE = config["generate"]["num_shards"] == 1
 GEN_NAME = "{model}/{dataset}" if GEN_SINGLE else "{model}/{dataset}/shard{shard}"
 GEN_SHARD = (
-    P.samples("{model}", "{dataset}", "")
+    P.samples("{seed}", "{model}", "{dataset}", "")
     if GEN_SINGLE
-    else P.shard("{model}", "{dataset}", "{shard}", "")
+    else P.shard("{seed}", "{model}", "{dataset}", "{shard}", "")
 )
 
 # shard files are temp() unless each is the final file (one shard) or kept (keep_shards)
@@ -24,7 +24,7 @@ GEN_KEEP = GEN_SINGLE or config["generate"]["keep_shards"]
 rule generate_shard:
     input:
         problems=P.data("{dataset}"),
-        model=lambda wc: P.model_inputs(config, wc.model),
+        model=lambda wc: P.model_inputs(config, wc.seed, wc.model),
     output:
         samples=f"{GEN_SHARD}.parquet" if GEN_KEEP else temp(f"{GEN_SHARD}.parquet"),
         manifest=(
@@ -33,9 +33,9 @@ rule generate_shard:
             else temp(f"{GEN_SHARD}.manifest.json")
         ),
     log:
-        f"{LOGS}/generate/{GEN_NAME}.log",
+        f"{SEED_LOGS}/generate/{GEN_NAME}.log",
     benchmark:
-        f"{BENCH}/generate/{GEN_NAME}.tsv"
+        f"{SEED_BENCH}/generate/{GEN_NAME}.tsv"
     wildcard_constraints:
         model=r"[A-Za-z0-9_.\-]+",
         dataset=r"[A-Za-z0-9_.\-]+",
@@ -46,8 +46,8 @@ rule generate_shard:
     resources:
         **resources_of("generate_shard", GEN_RES),
     params:
-        config=lambda wc: config_json("generate_shard"),
-        model_path=lambda wc: P.model_path(config, wc.model),
+        config=lambda wc: config_json("generate_shard", seed=wc.seed),
+        model_path=lambda wc: P.model_path(config, wc.seed, wc.model),
         revision=lambda wc: P.model_revision_arg(config, wc.model),
         num_shards=config["generate"]["num_shards"],
         shard=lambda wc: wc.get("shard", "0"),
@@ -63,17 +63,17 @@ if not GEN_SINGLE:
 
     rule merge_samples:
         input:
-            shards=lambda wc: P.shard_paths(config, wc.model, wc.dataset),
+            shards=lambda wc: P.shard_paths(config, wc.seed, wc.model, wc.dataset),
             manifests=lambda wc: P.shard_paths(
-                config, wc.model, wc.dataset, ".manifest.json"
+                config, wc.seed, wc.model, wc.dataset, ".manifest.json"
             ),
         output:
-            samples=P.samples("{model}", "{dataset}"),
-            manifest=P.samples("{model}", "{dataset}", ".manifest.json"),
+            samples=P.samples("{seed}", "{model}", "{dataset}"),
+            manifest=P.samples("{seed}", "{model}", "{dataset}", ".manifest.json"),
         log:
-            f"{LOGS}/generate/{{model}}/{{dataset}}.merge.log",
+            f"{SEED_LOGS}/generate/{{model}}/{{dataset}}.merge.log",
         benchmark:
-            f"{BENCH}/generate/{{model}}/{{dataset}}.merge.tsv"
+            f"{SEED_BENCH}/generate/{{model}}/{{dataset}}.merge.tsv"
         wildcard_constraints:
             model=r"[A-Za-z0-9_.\-]+",
             dataset=r"[A-Za-z0-9_.\-]+",
@@ -93,16 +93,16 @@ if not GEN_SINGLE:
 
 rule entropy_rescore:
     input:
-        samples=P.samples("{model}", "{dataset}"),
+        samples=P.samples("{seed}", "{model}", "{dataset}"),
         problems=P.data("{dataset}"),
-        model=lambda wc: P.model_inputs(config, wc.model),
+        model=lambda wc: P.model_inputs(config, wc.seed, wc.model),
     output:
-        rescored=P.entropy_rescored("{model}", "{dataset}"),
-        manifest=P.entropy_rescored("{model}", "{dataset}", ".manifest.json"),
+        rescored=P.entropy_rescored("{seed}", "{model}", "{dataset}"),
+        manifest=P.entropy_rescored("{seed}", "{model}", "{dataset}", ".manifest.json"),
     log:
-        f"{LOGS}/generate/rescore/{{model}}/{{dataset}}.log",
+        f"{SEED_LOGS}/generate/rescore/{{model}}/{{dataset}}.log",
     benchmark:
-        f"{BENCH}/generate/rescore/{{model}}/{{dataset}}.tsv"
+        f"{SEED_BENCH}/generate/rescore/{{model}}/{{dataset}}.tsv"
     wildcard_constraints:
         model=r"[A-Za-z0-9_.\-]+",
         dataset=r"[A-Za-z0-9_.\-]+",
@@ -112,8 +112,8 @@ rule entropy_rescore:
     resources:
         **resources_of("generate_shard", GEN_RES),
     params:
-        config=lambda wc: config_json("entropy_rescore"),
-        model_path=lambda wc: P.model_path(config, wc.model),
+        config=lambda wc: config_json("entropy_rescore", seed=wc.seed),
+        model_path=lambda wc: P.model_path(config, wc.seed, wc.model),
         revision=lambda wc: P.model_revision_arg(config, wc.model),
         problems=rescore_setting("problems"),
         samples=rescore_setting("samples"),

@@ -4,15 +4,15 @@
 
 rule score:
     input:
-        samples=P.samples("{model}", "{dataset}"),
+        samples=P.samples("{seed}", "{model}", "{dataset}"),
         problems=P.data("{dataset}"),
     output:
-        scores=P.scores("{model}", "{dataset}"),
-        provenance=P.scores("{model}", "{dataset}") + ".provenance.json",
+        scores=P.scores("{seed}", "{model}", "{dataset}"),
+        provenance=P.scores("{seed}", "{model}", "{dataset}") + ".provenance.json",
     log:
-        f"{LOGS}/score/{{model}}/{{dataset}}.log",
+        f"{SEED_LOGS}/score/{{model}}/{{dataset}}.log",
     benchmark:
-        f"{BENCH}/score/{{model}}/{{dataset}}.tsv"
+        f"{SEED_BENCH}/score/{{model}}/{{dataset}}.tsv"
     conda:
         "../../envs/score.yaml"
     threads: threads_of("score")

@@ -1,12 +1,14 @@
-# Training stage: the base model (embedded: built by `maxk base`) and one GRPO job per named run.
+# Training stage: the base model (embedded: built by `maxk base`) and one GRPO job per named run, for
+# each seed of config["replicates"] (the `seed` wildcard: results/seed{seed}/models/...).
 # Paper scale: the train command is `accelerate launch` (DeepSpeed ZeRO config in workflow/deepspeed/)
 # with as many processes as the rule's `gpu` resource; built by maxk.train.launch.launch_prefix.
 from maxk.train.launch import launch_prefix
 
 BASE = config["base_model"]
 TRAIN = config["train"]
-#: the RL prompts of every run: train.dataset, edge-filtered by rule rl_prompts when train.prompt_filter is set
-TRAIN_DATA = P.train_prompts(config)
+#: the RL prompts of every run of a seed: train.dataset, edge-filtered by rule rl_prompts when
+#: train.prompt_filter is set
+TRAIN_DATA = P.train_prompts(config, "{seed}")
 #: the held-out curve's own pool, when train.heldout names one
 HELDOUT_DATA = (
     [P.data(TRAIN["heldout"]["dataset"])]
@@ -27,18 +29,18 @@ if BASE["build"]:
             test=P.data(BASE["eval"]["dataset"]),
             call=CALL_DATA,
         output:
-            model=directory(P.model_dir(P.BASE)),
+            model=directory(P.model_dir("{seed}", P.BASE)),
         log:
-            f"{LOGS}/train/base_model.log",
+            f"{SEED_LOGS}/train/base_model.log",
         benchmark:
-            f"{BENCH}/train/base_model.tsv"
+            f"{SEED_BENCH}/train/base_model.tsv"
         conda:
             "../../envs/train.yaml"
         threads: threads_of("base_model")
         resources:
             **resources_of("base_model"),
         params:
-            config=lambda wc: config_json("base_model"),
+            config=lambda wc: config_json("base_model", seed=wc.seed),
             call=lambda wc, input: f" --call-data {input.call}" if input.call else "",
         shell:
             "maxk base --config-json {params.config:q} --train-data {input.train} "
@@ -50,21 +52,21 @@ if TRAIN["prompt_filter"]:
     rule rl_prompts:
         input:
             data=P.data(TRAIN["dataset"]),
-            model=P.model_inputs(config, P.BASE),
+            model=P.model_inputs(config, "{seed}", P.BASE),
         output:
-            data=P.edge_prompts(TRAIN["dataset"]),
-            manifest=P.edge_prompts(TRAIN["dataset"], ".manifest.json"),
+            data=P.edge_prompts("{seed}", TRAIN["dataset"]),
+            manifest=P.edge_prompts("{seed}", TRAIN["dataset"], ".manifest.json"),
         log:
-            f"{LOGS}/train/rl_prompts.log",
+            f"{SEED_LOGS}/train/rl_prompts.log",
         benchmark:
-            f"{BENCH}/train/rl_prompts.tsv"
+            f"{SEED_BENCH}/train/rl_prompts.tsv"
         conda:
             "../../envs/train.yaml"
         threads: threads_of("rl_prompts")
         resources:
             **resources_of("rl_prompts"),
         params:
-            config=lambda wc: config_json("rl_prompts"),
+            config=lambda wc: config_json("rl_prompts", seed=wc.seed),
             model=lambda wc, input: input.model if BASE["build"] else BASE["path"],
             revision=P.model_revision_arg(config, P.BASE),
         shell:
@@ -76,14 +78,14 @@ rule train:
     input:
         data=TRAIN_DATA,
         heldout=HELDOUT_DATA,
-        model=P.model_inputs(config, P.BASE),
+        model=P.model_inputs(config, "{seed}", P.BASE),
     output:
-        model=directory(P.model_dir("{run}")),
-        metrics=P.train_metrics("{run}"),
+        model=directory(P.model_dir("{seed}", "{run}")),
+        metrics=P.train_metrics("{seed}", "{run}"),
     log:
-        f"{LOGS}/train/{{run}}.log",
+        f"{SEED_LOGS}/train/{{run}}.log",
     benchmark:
-        f"{BENCH}/train/{{run}}.tsv"
+        f"{SEED_BENCH}/train/{{run}}.tsv"
     wildcard_constraints:
         run="|".join(sorted(config["runs"])),
     conda:
@@ -92,7 +94,7 @@ rule train:
     resources:
         **resources_of("train"),
     params:
-        config=lambda wc: config_json("train", wc.run),
+        config=lambda wc: config_json("train", wc.run, wc.seed),
         model=lambda wc, input: input.model if BASE["build"] else BASE["path"],
         revision=P.model_revision_arg(config, P.BASE),
         heldout=lambda wc, input: (
@@ -100,7 +102,7 @@ rule train:
         ),
         checkpoints=config["train"]["checkpoints"],
         gpus=rule_resources("train").get("gpu", 0),
-        trackers=f"{LOGS}/trackers",
+        trackers=f"{SEED_LOGS}/trackers",
         launch=launch_prefix(
             config["train"]["launch"],
             rule_resources("train").get("gpu", 0),

@@ -1,4 +1,5 @@
-"""The paper's findings, each tested on this run: one row per claim (``results/claims/claims.csv``).
+"""The paper's findings, each tested on one seed's run: one row per claim
+(``results/seed{seed}/claims/claims.csv``; across the seeds: ``maxk.analysis.across_seeds``).
 
 A claim says that side ``a`` beats side ``b`` on one dataset and one per-problem quantity:
 
@@ -341,6 +342,7 @@ def evaluate_claims(
     claims: Sequence[Claim] = CLAIMS,
     paper_lookup: Callable[[str, str, str, int], tuple[str, float] | None] | None = None,
     instrument_works: bool | None = None,
+    differences: dict[str, pd.Series] | None = None,
 ) -> pd.DataFrame:
     """One row per claim (``COLUMNS``). See the module docstring for every column.
 
@@ -348,7 +350,9 @@ def evaluate_claims(
     entropy indexed by problem id. ``cfg``: the ``analysis`` config section. A claim whose runs are
     not all configured is reported with a note and no test. ``instrument_works`` (``instrument_check``):
     False makes every tested claim's ``verdict`` "instrument not working"; otherwise the verdict is
-    "holds" or "does not hold" (None: no instrument check was made).
+    "holds" or "does not hold" (None: no instrument check was made). ``differences``, when given, is
+    filled with each tested claim's per-problem ``a - b`` (indexed by problem id): what the across-seed
+    table resamples (``maxk.analysis.across_seeds``).
     """
     from scipy.stats import norm, wilcoxon
 
@@ -395,6 +399,8 @@ def evaluate_claims(
         a, row["a"] = _combine(claim.a, values)
         b, row["b"] = _combine(claim.b, values)
         d = a - b
+        if differences is not None:
+            differences[claim.id] = pd.Series(d, index=next(iter(series.values())).index, name=claim.id)
         effect, low, high = paired_interval(
             d, seed=derive_seed(seed, "claims", claim.id), resamples=resamples, confidence=confidence
         )

@@ -5,7 +5,8 @@ Every handler takes the ``analysis`` config section as JSON (``--config-json``, 
 it through ``params``) and the master seed, and writes provenance beside its outputs. Input files are
 named one by one (``--metrics`` / ``--samples``, each ``.../{model}/{dataset}.parquet`` as the workflow
 lays them out, ``maxk.paths``): the rule hands over exactly the inputs it declared, and a
-shell glob such as ``results/metrics/*/*.parquet`` works by hand; files no table needs are ignored.
+shell glob such as ``results/seed1234/metrics/*/*.parquet`` works by hand; files no table needs are
+ignored.
 """
 
 from __future__ import annotations
@@ -95,8 +96,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--train-metrics",
         default=None,
         metavar="CSV",
-        help="the instrument run's training curves (analysis.claims.instrument_run, default grpo_continuous: "
-        "results/metrics/train/grpo_continuous.csv): the held-out curve of the instrument check",
+        help="the instrument run's training curves (analysis.claims.instrument_run: "
+        "results/seed{seed}/metrics/train/{run}.csv): the held-out curve of the instrument check",
     )
     q.add_argument(
         "--base-model",
@@ -106,7 +107,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--csv", required=True, help="claims CSV to write (one row per claim)")
     q.add_argument("--md", required=True, help="claims Markdown to write (the instrument check first)")
+    q.add_argument(
+        "--differences",
+        default=None,
+        metavar="CSV",
+        help="also write each tested claim's per-problem differences a - b (claim, problem_id, difference): "
+        "what `maxk analyze across-seeds` pools",
+    )
     q.set_defaults(handler=_claims)
+
+    q = s.add_parser(
+        "across-seeds",
+        help="every claim across several seeds' runs (two-level bootstrap), with its figures",
+        description="For each claim: each seed's effect and verdict, the seeds where it holds, the pooled "
+        "effect with a two-level (seed, then problem) bootstrap interval over the seeds whose instrument "
+        "works, and the smallest detectable effect (maxk.analysis.across_seeds). Seeds are read from "
+        "the paths (results/seed{seed}/...).",
+    )
+    common(q)
+    q.add_argument("--claims", nargs="+", required=True, metavar="CSV", help="each seed's claims.csv")
+    q.add_argument(
+        "--differences", nargs="+", required=True, metavar="CSV", help="each seed's claims/differences.csv"
+    )
+    inputs(q, metrics=True, samples=False)
+    q.add_argument("--csv", required=True, help="across-seed CSV to write (one row per claim)")
+    q.add_argument("--md", required=True, help="across-seed Markdown to write")
+    q.add_argument(
+        "--curves-figure", nargs="+", required=True, metavar="FILE", help="pass@k and max@k curves with bands"
+    )
+    q.add_argument("--claims-figure", nargs="+", required=True, metavar="FILE", help="the claims' intervals")
+    q.set_defaults(handler=_across_seeds)
 
     q = s.add_parser("lab", help="estimator lab: bias/variance of the advantage estimators on a toy policy")
     common(q)
@@ -153,10 +183,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="For each RUN: max@1, pass@1, pass@K, max@K (K = the largest k of the metrics files) "
         "with run - reference and its paired bootstrap interval over problems, and the held-out curve's "
         "per-problem rise (maxk.analysis.compare). Reads RESULTS/metrics/{run}/{dataset}.parquet and "
-        "RESULTS/metrics/train/{run}.csv; prints Markdown.",
+        "RESULTS/metrics/train/{run}.csv of one seed's results (RESULTS = results/seed{seed}); prints "
+        "Markdown.",
     )
-    q.add_argument("runs", nargs="+", metavar="RUN", help="run names (results/metrics/{run}/)")
-    q.add_argument("--results", default="results", help="the results directory (default: results)")
+    q.add_argument("runs", nargs="+", metavar="RUN", help="run names (RESULTS/metrics/{run}/)")
+    q.add_argument(
+        "--results",
+        default=None,
+        help="one seed's results directory, results/seed{seed} (default: the only one under results/)",
+    )
     q.add_argument("--dataset", default="suite_test", help="evaluation set (default: suite_test)")
     q.add_argument("--reference", default="base", help="the model compared against (default: base)")
     q.add_argument("--metric", action="append", help="metric column (repeatable; default: see above)")
@@ -469,6 +504,7 @@ def _claims(args: argparse.Namespace) -> int:
     endpoints = heldout_endpoints(train_frame) if train_frame is not None else None
     manifest = Path(args.base_model or "", "manifest.json")
     calibration = json.loads(manifest.read_text()).get("calibration") if args.base_model else None
+    differences: dict = {}
     try:
         instrument = instrument_check(
             cfg, metrics, seed=args.seed, curve=curve, endpoints=endpoints, calibration=calibration
@@ -480,10 +516,16 @@ def _claims(args: argparse.Namespace) -> int:
             seed=args.seed,
             paper_lookup=paper_lookup,
             instrument_works=instrument["works"],
+            differences=differences,
         )
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     sig, boot = cfg["significance"], cfg["bootstrap"]
+    if args.differences:
+        from maxk.analysis.across_seeds import differences_frame
+
+        with atomic_open(args.differences) as fh:
+            differences_frame(differences).to_csv(fh, index=False, float_format="%.9g")
     with atomic_open(args.csv) as fh:
         frame.to_csv(fh, index=False, float_format="%.6g")
     with atomic_open(args.md) as fh:
@@ -504,6 +546,94 @@ def _claims(args: argparse.Namespace) -> int:
     works = "works" if instrument["works"] else f"NOT WORKING ({instrument['reason']})"
     print(f"{args.csv}, {args.md}: instrument {works}; {held} of {len(frame)} claims hold")
     print(frame[["id", "effect", "ci_low", "ci_high", "pvalue_holm", "verdict"]].to_string(index=False))
+    return 0
+
+
+def _by_seed(files: list[str], what: str) -> dict[int, str]:
+    """``{seed: file}`` of per-seed files (``results/seed{seed}/...``), in the order given."""
+    from maxk.cli import UserError
+    from maxk.paths import seed_of
+
+    out: dict[int, str] = {}
+    for f in files:
+        try:
+            s = seed_of(f)
+        except ValueError as exc:
+            raise UserError(f"{what}: {exc}") from None
+        if s in out:
+            raise UserError(f"{what}: two files of seed {s}: {out[s]} and {f}")
+        out[s] = f
+    return out
+
+
+def _across_seeds(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from maxk.analysis.across_seeds import (
+        DIFFERENCE_COLUMNS,
+        across_seeds,
+        claims_figure,
+        curve_bands,
+        curves_figure,
+        render_across_seeds,
+    )
+    from maxk.analysis.per_problem import parse_metric_column
+    from maxk.cli import UserError
+    from maxk.io import atomic_open
+    from maxk.paths import pair_of, seed_of
+    from maxk.provenance import write_provenance
+
+    cfg = _cfg(args)
+    if "claims" not in cfg:
+        raise UserError("the analysis config has no `claims` section (see config/README.md#analysis)")
+    claims_files = _by_seed(args.claims, "--claims")
+    diff_files = _by_seed(args.differences, "--differences")
+    if set(claims_files) != set(diff_files):
+        raise UserError(
+            f"--claims of seeds {sorted(claims_files)}, --differences of seeds {sorted(diff_files)}"
+        )
+    claims = {s: pd.read_csv(f) for s, f in claims_files.items()}
+    differences = {}
+    for s, f in diff_files.items():
+        frame = pd.read_csv(f, dtype={"problem_id": str})
+        missing = [c for c in DIFFERENCE_COLUMNS if c not in frame.columns]
+        if missing:
+            raise UserError(
+                f"{f}: missing column(s) {missing} (written by `maxk analyze claims --differences`)"
+            )
+        differences[s] = frame
+    boot, sig, ccfg = cfg["bootstrap"], cfg["significance"], cfg["claims"]
+    resamples, confidence = int(boot["resamples"]), float(boot["confidence"])
+    try:
+        table = across_seeds(
+            claims,
+            differences,
+            seed=args.seed,
+            resamples=resamples,
+            confidence=confidence,
+            alpha=float(sig["alpha"]),
+            power=float(ccfg["power"]),
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    with atomic_open(args.csv) as fh:
+        table.to_csv(fh, index=False, float_format="%.6g")
+    with atomic_open(args.md) as fh:
+        power = float(ccfg["power"])
+        fh.write(render_across_seeds(table, int(cfg["decimals"]), confidence=confidence, power=power))
+    metrics: dict[int, dict[str, pd.DataFrame]] = {}
+    for f in args.metrics:
+        model, _ = pair_of(f)
+        frame = pd.read_parquet(f).sort_values("problem_id", kind="stable")
+        metrics.setdefault(seed_of(f), {})[model] = frame
+    frames = [m for by in metrics.values() for m in by.values()]
+    columns = sorted({c for m in frames for c in m.columns if parse_metric_column(c)})
+    bands = curve_bands(metrics, columns, seed=args.seed, resamples=resamples, confidence=confidence)
+    curves_figure(bands, cfg.get("models") or {}, args.curves_figure, dataset=ccfg["dataset"])
+    claims_figure(table, args.claims_figure)
+    write_provenance(args.csv, config=cfg, seeds={"seed": args.seed, "replicates": list(claims)})
+    print(f"{args.csv}, {args.md}: {len(table)} claims across seeds {list(claims)}")
+    print(table[["id", "holds_in", "tested_in", "effect", "ci_low", "ci_high"]].to_string(index=False))
     return 0
 
 
@@ -599,13 +729,25 @@ def _contamination(args: argparse.Namespace) -> int:
     return 0
 
 
+def _only_seed_dir() -> Path:
+    """The one seed's directory under results/ (``maxk.paths.seed_dir``), or a clear error."""
+    from maxk.cli import UserError
+    from maxk.paths import seed_dir
+
+    found = sorted(Path().glob(seed_dir("*")))
+    if len(found) != 1:
+        listed = ", ".join(map(str, found)) or "none"
+        raise UserError(f"--results: name one seed's results directory ({seed_dir('SEED')}; found: {listed})")
+    return found[0]
+
+
 def _compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from maxk.analysis.compare import compare_runs, default_metrics, heldout_rise, render_comparison
     from maxk.cli import UserError
 
-    root = Path(args.results)
+    root = Path(args.results) if args.results else _only_seed_dir()
 
     def metrics_file(run: str) -> Path:
         path = root / "metrics" / run / f"{args.dataset}.parquet"

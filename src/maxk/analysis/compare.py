@@ -1,7 +1,8 @@
 """Paired comparison of trained runs against a reference model, for probes and variants by hand.
 
-``maxk analyze compare RUN ...`` reads ``results/metrics/{run}/{dataset}.parquet`` (per-problem pass@k
-and max@k, ``maxk analyze metrics``) and ``results/metrics/train/{run}.csv`` (training curves) and
+``maxk analyze compare RUN ...`` reads one seed's ``results/seed{seed}/metrics/{run}/{dataset}.parquet``
+(per-problem pass@k and max@k, ``maxk analyze metrics``) and ``.../metrics/train/{run}.csv`` (training
+curves) and
 prints, per run and metric, the mean, the effect ``run - reference`` and its paired percentile
 bootstrap interval over problems (the problems resampled together, as in the claims stage,
 ``maxk.analysis.stats``), and the held-out curve's per-problem rise (``heldout/problem_rewards``, first

@@ -1,6 +1,6 @@
 """Contamination audit: did any model train on a problem of a set it is evaluated on?
 
-Each model directory records what it was trained on (``results/models/{model}/trained_on.json``, a
+Each model directory records what it was trained on (``results/seed{seed}/models/{model}/trained_on.json``, a
 JSON list of ``{"dataset": name, "id": problem_id}``: the SFT examples of ``base``, the RL prompts of a
 run). For every model and every audited dataset, a training problem overlaps the audited set when
 

@@ -30,6 +30,7 @@ __all__ = [
     "bootstrap_ci",
     "bootstrap_counts",
     "holm",
+    "two_level_draws",
     "two_level_interval",
     "wilcoxon_best_vs_second",
 ]
@@ -101,6 +102,17 @@ def two_level_interval(
     interval 55.5 %. One seed: the problem-level interval of that seed.
     """
     arrays = [np.asarray(d, dtype=np.float64) for d in per_seed]
+    stats = two_level_draws(arrays, seed=seed, resamples=resamples)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(stats, [alpha, 1.0 - alpha])
+    return float(np.mean([a.mean() for a in arrays])), float(low), float(high)
+
+
+def two_level_draws(per_seed: Sequence[ArrayLike], *, seed: int, resamples: int) -> np.ndarray:
+    """The ``resamples`` bootstrap replicates of the mean over seeds of each seed's mean difference, under
+    the two-level bootstrap of ``two_level_interval`` (its interval is their percentiles; their standard
+    deviation is the effect's standard error, for the smallest detectable effect)."""
+    arrays = [np.asarray(d, dtype=np.float64) for d in per_seed]
     if not arrays or any(a.ndim != 1 or a.size == 0 for a in arrays):
         raise ValueError("two_level_interval needs at least one seed, each with a 1-d array of differences")
     n_seeds = len(arrays)
@@ -110,10 +122,7 @@ def two_level_interval(
     # draw) slot, so a seed drawn twice in one resample gets two different problem resamples
     slots = resamples * n_seeds
     means = np.stack([a[rng.integers(0, a.size, size=(slots, a.size))].mean(axis=1) for a in arrays])
-    stats = means[draws, np.arange(slots).reshape(resamples, n_seeds)].mean(axis=1)
-    alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(stats, [alpha, 1.0 - alpha])
-    return float(np.mean([a.mean() for a in arrays])), float(low), float(high)
+    return means[draws, np.arange(slots).reshape(resamples, n_seeds)].mean(axis=1)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

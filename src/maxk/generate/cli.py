@@ -68,7 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--model-name", required=True, help="the samples file's model name (checked)")
     r.add_argument(
-        "--samples", required=True, help="samples Parquet (results/samples/{model}/{dataset}.parquet)"
+        "--samples",
+        required=True,
+        help="samples Parquet (results/seed{seed}/samples/{model}/{dataset}.parquet)",
     )
     r.add_argument("--problems", required=True, help="the dataset's problem records (to rebuild the prompts)")
     r.add_argument(

@@ -1,6 +1,6 @@
 """A tiny random Qwen2 model and byte-level BPE tokenizer for tests and benchmarks (seconds, offline).
 
-Used only when the real embedded base model (``results/models/base``, built by the training stage)
+Used only when the real embedded base model (``results/seed{seed}/models/base``, built by the training stage)
 is not available. The tokenizer has a ChatML template and ``<|im_end|>`` as EOS, like Qwen2.5-Instruct.
 """
 

@@ -143,8 +143,8 @@ def register(subparsers: Any) -> None:
         "--trackers",
         default=None,
         metavar="DIR",
-        help="live curves (train.report_to) under DIR/{tracker}/ (the rule: results/logs/trackers); "
-        "default: the tracker's own place",
+        help="live curves (train.report_to) under DIR/{tracker}/ (the rule: "
+        "results/seed{seed}/logs/trackers); default: the tracker's own place",
     )
     p.add_argument(
         "--gpus",

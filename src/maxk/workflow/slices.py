@@ -15,8 +15,12 @@ Each command reads back exactly the shape its slice has here. ``config`` is the 
     analysis_metrics   analysis.ks, analysis.ragged
     analysis_*         analysis without lab and claims   (tables, significance, figures)
     analysis_claims    analysis.claims, models, significance, bootstrap, decimals
+    analysis_across_seeds  the same, for the claims across the seeds
     analysis_lab       analysis.lab
     environment        all of it (the provenance record hashes the whole config)
+
+A rule of one seed's run passes its ``seed`` wildcard (``config_json(..., seed=wc.seed)``): its
+slice's ``seed`` is that replicate's, so each seed's jobs rerun on their own.
 """
 
 from __future__ import annotations
@@ -126,11 +130,16 @@ SLICES: dict[str, Callable[[Config, Any], Config]] = {
     "analysis_figure_entropy": analysis,
     "analysis_figure_maxk": analysis,
     "analysis_claims": analysis_claims,
+    "analysis_across_seeds": analysis_claims,  # the claims' settings, pooled over the seeds
     "analysis_lab": analysis_lab,
     "environment": environment,
 }
 
 
-def config_json(config: Config, rule: str, name: str | None = None) -> str:
-    """Rule ``rule``'s slice (of dataset or run ``name`` where it has one) as canonical JSON."""
-    return json.dumps(SLICES[rule](config, name), sort_keys=True)
+def config_json(config: Config, rule: str, name: str | None = None, seed: int | str | None = None) -> str:
+    """Rule ``rule``'s slice (of dataset or run ``name`` where it has one) as canonical JSON; a
+    slice with a ``seed`` takes the seed of the job's ``seed`` wildcard (one of ``replicates``)."""
+    part = SLICES[rule](config, name)
+    if seed is not None and "seed" in part:
+        part = {**part, "seed": int(seed)}
+    return json.dumps(part, sort_keys=True)

@@ -1,9 +1,11 @@
 """What a run produces, and the exact inputs of each analysis job, from the config.
 
 ``final_targets(config)`` is every final output the config declares (``rule all`` requests it through
-``get_final_output()`` in ``workflow/rules/common.smk``). Requesting the tables, figures and claims
-pulls in, through their inputs, exactly the (model, dataset) pairs they need: training, generation and
-scoring of those pairs and no others.
+``get_final_output()`` in ``workflow/rules/common.smk``): for each seed of ``replicates``, that seed's
+tables, figures and claims; once, the data, the lab and the environment record; with more than one
+seed, the across-seed claims and figures. Requesting a seed's tables, figures and claims pulls in,
+through their inputs, exactly the (model, dataset) pairs they need: training, generation and scoring
+of those pairs of that seed and no others.
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ def rescore_pairs(analysis: Mapping) -> Pairs:
     return figure_pairs(analysis, "entropy")
 
 
-def rescored_files(pairs: Pairs) -> list[str]:
-    return [P.entropy_rescored(m, d) for m, d in pairs]
+def rescored_files(pairs: Pairs, seed: P.Seed) -> list[str]:
+    return [P.entropy_rescored(seed, m, d) for m, d in pairs]
 
 
 def curve_datasets(analysis: Mapping) -> list[str]:
@@ -64,21 +66,21 @@ def claims_pairs(analysis: Mapping) -> tuple[Pairs, Pairs]:
     return claim_inputs(analysis) if "claims" in analysis else ([], [])
 
 
-def metrics_files(pairs: Pairs) -> list[str]:
-    return [P.metrics(m, d) for m, d in pairs]
+def metrics_files(pairs: Pairs, seed: P.Seed) -> list[str]:
+    return [P.metrics(seed, m, d) for m, d in pairs]
 
 
-def samples_files(pairs: Pairs) -> list[str]:
-    return [P.samples(m, d) for m, d in pairs]
+def samples_files(pairs: Pairs, seed: P.Seed) -> list[str]:
+    return [P.samples(seed, m, d) for m, d in pairs]
 
 
-def instrument_curve(config: Mapping) -> list[str]:
-    """The training curves of the instrument check's run (``analysis.claims.instrument_run``), when the
-    config trains it and has a claims section."""
+def instrument_curve(config: Mapping, seed: P.Seed) -> list[str]:
+    """The training curves of the instrument check's run (``analysis.claims.instrument_run``) of
+    ``seed``, when the config trains it and has a claims section."""
     claims = config["analysis"].get("claims")
     if not claims or claims["instrument_run"] not in config["runs"]:
         return []
-    return [P.train_metrics(claims["instrument_run"])]
+    return [P.train_metrics(seed, claims["instrument_run"])]
 
 
 def trained_models(config: Mapping) -> list[str]:
@@ -87,46 +89,83 @@ def trained_models(config: Mapping) -> list[str]:
     return ([P.BASE] if config["base_model"]["build"] else []) + sorted(config["runs"])
 
 
-def contamination_data(config: Mapping) -> list[str]:
-    """The dataset files the contamination audit reads: what the models trained on (the SFT examples,
-    the RL prompts) and every audited set, each once, in that order."""
+def contamination_data(config: Mapping, seed: P.Seed) -> list[str]:
+    """The dataset files the audit of ``seed``'s models reads: what they trained on (the SFT examples,
+    the seed's RL prompts) and every audited set, each once, in that order."""
     files = [P.data(config["base_model"]["sft"]["dataset"])] if config["base_model"]["build"] else []
-    files.append(P.train_prompts(config))
+    files.append(P.train_prompts(config, seed))
     files += [P.data(d) for d in config["analysis"]["contamination"]["audit"]]
     return list(dict.fromkeys(files))
 
 
-def analysis_targets(analysis: Mapping) -> list[str]:
+def analysis_targets(analysis: Mapping, seed: P.Seed) -> list[str]:
     """Every table (tex/md/csv), the significance file, every figure and claim file the section
-    declares, the metrics of the ``checks`` pairs (scored outside the tables), and the lab's outputs."""
+    declares for ``seed``, and the metrics of the ``checks`` pairs (scored outside the tables)."""
     out: list[str] = []
     for spec in table_specs(analysis):
-        out += [P.table(spec.name, ext) for ext in ("tex", "md", "csv")]
-    out.append(P.significance("csv"))
+        out += [P.table(seed, spec.name, ext) for ext in ("tex", "md", "csv")]
+    out.append(P.significance(seed, "csv"))
     figures = analysis.get("figures") or {}
     if "passk" in figures:
-        out += [P.figure("passk_curve", ext) for ext in ("pdf", "png")]
+        out += [P.figure(seed, "passk_curve", ext) for ext in ("pdf", "png")]
     if "entropy" in figures:
-        out += [P.figure("entropy", ext) for ext in ("pdf", "png")]
+        out += [P.figure(seed, "entropy", ext) for ext in ("pdf", "png")]
         if rescore_pairs(analysis):
-            out += [P.entropy_estimates(ext) for ext in ("csv", "md")]
+            out += [P.entropy_estimates(seed, ext) for ext in ("csv", "md")]
     for d in curve_datasets(analysis):
-        out += [P.figure(f"maxk_{d}", ext) for ext in ("pdf", "png")]
+        out += [P.figure(seed, f"maxk_{d}", ext) for ext in ("pdf", "png")]
     if "claims" in analysis:
-        out += [P.claims(ext) for ext in ("csv", "md")]
-    out += metrics_files([(m, d) for m, d in analysis.get("checks") or []])
-    out += [P.lab(name) for name in LAB_OUTPUTS]
+        out += [P.claims(seed, ext) for ext in ("csv", "md")]
+    out += metrics_files([(m, d) for m, d in analysis.get("checks") or []], seed)
     return out
+
+
+def seed_targets(config: Mapping, seed: P.Seed) -> list[str]:
+    """Every final output of one seed's run: each run's model and training curves, the analysis
+    outputs, and the contamination audit."""
+    out: list[str] = []
+    for run in sorted(config["runs"]):
+        out += [P.train_metrics(seed, run), P.model_dir(seed, run)]
+    out += analysis_targets(config["analysis"], seed)
+    if config["analysis"]["contamination"]["audit"]:
+        out += [P.contamination(seed, ext) for ext in ("csv", "md")]
+    return out
+
+
+def across_seed_targets(config: Mapping) -> list[str]:
+    """The across-seed claims table and figures: with more than one seed in ``replicates`` and a
+    claims section, else none (one seed's claims are its own ``claims.md``)."""
+    if len(config["replicates"]) < 2 or "claims" not in config["analysis"]:
+        return []
+    out = [P.across_seeds(ext) for ext in ("csv", "md")]
+    return out + [P.across_seeds_figure(n, ext) for n in P.ACROSS_SEED_FIGURES for ext in ("pdf", "png")]
+
+
+def across_seed_inputs(config: Mapping) -> dict[str, list[str]]:
+    """What the across-seed job reads, seed by seed in ``replicates`` order: each seed's claims table
+    and per-problem claim differences, and the metrics of its max@k curves' dataset."""
+    seeds = config["replicates"]
+    return {
+        "claims": [P.claims(s, "csv") for s in seeds],
+        "differences": [P.claim_differences(s) for s in seeds],
+        "metrics": [f for s in seeds for f in metrics_files(across_seed_curve_pairs(config["analysis"]), s)],
+    }
+
+
+def across_seed_curve_pairs(analysis: Mapping) -> Pairs:
+    """The (model, dataset) pairs of the across-seed curves: every compared model on the claims'
+    dataset."""
+    return [(m, analysis["claims"]["dataset"]) for m in analysis.get("models") or {}]
 
 
 def final_targets(config: Mapping) -> list[str]:
     """Every final output of the run, in a deterministic order: each dataset and its manifest, each
-    run's model and training curves, the analysis outputs, and the environment record."""
+    seed's outputs (``seed_targets``) in ``replicates`` order, the across-seed outputs, the lab's
+    outputs, and the environment record."""
     out = [P.data(d, ext) for d in sorted(config["datasets"]) for ext in (".jsonl.gz", ".manifest.json")]
-    for run in sorted(config["runs"]):
-        out += [P.train_metrics(run), P.model_dir(run)]
-    out += analysis_targets(config["analysis"])
-    if config["analysis"]["contamination"]["audit"]:
-        out += [P.contamination(ext) for ext in ("csv", "md")]
+    for seed in config["replicates"]:
+        out += seed_targets(config, seed)
+    out += across_seed_targets(config)
+    out += [P.lab(name) for name in LAB_OUTPUTS]
     out.append(P.environment())
     return out

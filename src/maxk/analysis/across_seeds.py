@@ -1,0 +1,296 @@
+"""The paper's claims across the seeds of ``replicates``: ``results/claims/across_seeds.{csv,md}``.
+
+Each seed's run tests every claim on its own (``maxk.analysis.claims``: ``claims.csv``, and the
+per-problem differences ``a - b`` of each tested claim, ``differences.csv``). Across the seeds, for
+each claim:
+
+- the seed's effect, interval and verdict, as its own ``claims.csv`` has them;
+- ``holds_in``: the number of seeds where it holds (of the seeds where it was tested);
+- ``effect``, ``ci_low``, ``ci_high``: the mean over seeds of each seed's mean difference, with the
+  two-level bootstrap interval (seeds with replacement, then each drawn seed's problems with
+  replacement: ``maxk.analysis.stats.two_level_interval``), over the seeds whose instrument works
+  (``pooled_seeds``): a seed whose RL does not raise its own objective on unseen problems measures
+  nothing, and its claims read "instrument not working" (they are listed, not pooled);
+- ``detectable_effect``: the smallest true effect a one-sided test at the claims' Holm worst-case level
+  ``alpha / m`` finds with ``analysis.claims.power`` at this number of seeds and problems:
+  ``(z(1 - alpha/m) + z(power)) * se``, ``se`` the standard deviation of the two-level bootstrap
+  replicates (normal approximation);
+- ``paper_effect``: the paper's own effect, where its tables have one.
+
+``rliable`` (Agarwal et al. 2021) is not used: its interval estimates resample runs within tasks
+(stratified bootstrap) of scores aggregated per run, not a two-level (seed, then problem) hierarchy of
+paired differences, and it brings arch and seaborn for what ``two_level_draws`` does in a dozen lines
+of numpy. With three seeds the seed level's percentile bootstrap undercovers (the docstring of
+``two_level_interval`` gives the simulated coverage): read the per-seed effects beside the pooled one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from maxk.analysis.claims import NOT_WORKING
+from maxk.analysis.stats import two_level_draws
+from maxk.seeds import derive_seed
+
+__all__ = ["DIFFERENCE_COLUMNS", "across_seeds", "curve_bands", "differences_frame", "render_across_seeds"]
+
+#: the long table of one seed's per-problem claim differences (``results/seed{seed}/claims/differences.csv``)
+DIFFERENCE_COLUMNS = ("claim", "problem_id", "difference")
+
+#: per-seed columns of ``across_seeds`` (``{name}_{seed}``)
+PER_SEED = ("effect", "ci_low", "ci_high", "verdict")
+
+
+def differences_frame(differences: Mapping[str, pd.Series]) -> pd.DataFrame:
+    """The long table of ``evaluate_claims``'s per-problem differences: one row per (claim, problem)."""
+    parts = [
+        pd.DataFrame({"claim": cid, "problem_id": s.index.astype(str), "difference": s.to_numpy(dtype=float)})
+        for cid, s in differences.items()
+    ]
+    if not parts:
+        return pd.DataFrame(
+            {c: pd.Series(dtype=object if c != "difference" else float) for c in DIFFERENCE_COLUMNS}
+        )
+    return pd.concat(parts, ignore_index=True)[list(DIFFERENCE_COLUMNS)]
+
+
+def _works(claims: pd.DataFrame) -> bool:
+    """A seed's instrument works unless its claims read "instrument not working"."""
+    return not (claims["verdict"] == NOT_WORKING).any()
+
+
+def across_seeds(
+    claims: Mapping[int, pd.DataFrame],
+    differences: Mapping[int, pd.DataFrame],
+    *,
+    seed: int,
+    resamples: int,
+    confidence: float,
+    alpha: float,
+    power: float,
+) -> pd.DataFrame:
+    """One row per claim (in the first seed's order): the per-seed columns ``{effect, ci_low, ci_high,
+    verdict}_{seed}``, then ``tested_in``, ``holds_in``, ``pooled_seeds``, ``effect``, ``ci_low``,
+    ``ci_high``, ``n_problems`` (the pooled seeds' problem counts), ``detectable_effect`` and
+    ``paper_effect``. ``claims[s]``: seed s's ``claims.csv``; ``differences[s]``: its
+    ``differences.csv`` (``DIFFERENCE_COLUMNS``)."""
+    from scipy.stats import norm
+
+    seeds = list(claims)
+    if not seeds:
+        raise ValueError("across_seeds needs the claims of at least one seed")
+    if set(differences) != set(seeds):
+        raise ValueError(f"claims of seeds {sorted(seeds)} but differences of seeds {sorted(differences)}")
+    works = {s: _works(claims[s]) for s in seeds}
+    first = claims[seeds[0]]
+    tested = [s for s in seeds if claims[s]["effect"].notna().any()]
+    m = max(int(claims[seeds[0]]["effect"].notna().sum()), 1)
+    z = float(norm.ppf(1 - alpha / m) + norm.ppf(power))
+    rows = []
+    for _, ref in first.iterrows():
+        cid = ref["id"]
+        row: dict[str, object] = {"id": cid, "statement": ref["statement"], "metric": ref["metric"]}
+        per_seed, counts, n_tested, n_holds = [], [], 0, 0
+        for s in seeds:
+            mine = claims[s].set_index("id")
+            if cid not in mine.index:
+                raise ValueError(
+                    f"seed {s}: claims.csv has no claim {cid!r} (seeds ran different claim sets)"
+                )
+            r = mine.loc[cid]
+            for col in PER_SEED:
+                row[f"{col}_{s}"] = r[col]
+            if pd.notna(r["effect"]):
+                n_tested += 1
+                n_holds += int(r["verdict"] == "holds")
+                d = differences[s].loc[differences[s]["claim"] == cid, "difference"].to_numpy(dtype=float)
+                if works[s] and d.size:
+                    per_seed.append(d)
+                    counts.append(d.size)
+        row.update(tested_in=n_tested, holds_in=n_holds, pooled_seeds=len(per_seed))
+        if per_seed:
+            draws = two_level_draws(
+                per_seed, seed=derive_seed(seed, "across_seeds", cid), resamples=resamples
+            )
+            tail = (1.0 - confidence) / 2.0
+            low, high = np.quantile(draws, [tail, 1.0 - tail])
+            row.update(effect=float(np.mean([d.mean() for d in per_seed])), ci_low=float(low),
+                       ci_high=float(high), n_problems=",".join(map(str, counts)),
+                       detectable_effect=z * float(np.std(draws, ddof=1)))  # fmt: skip
+        else:
+            row.update(
+                effect=math.nan, ci_low=math.nan, ci_high=math.nan, n_problems="", detectable_effect=math.nan
+            )
+        row["paper_effect"] = ref.get("paper_effect", math.nan)
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    frame.attrs.update(seeds=seeds, works=works, tested=tested)
+    return frame
+
+
+def _fmt(v: object, decimals: int, signed: bool = True) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return f"{float(v):+.{decimals}f}" if signed else f"{float(v):.{decimals}f}"
+
+
+def _interval(effect: object, low: object, high: object, decimals: int) -> str:
+    return f"{_fmt(effect, decimals)} [{_fmt(low, decimals)}, {_fmt(high, decimals)}]"
+
+
+def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float, power: float) -> str:
+    """``across_seeds.md``: which seeds' instruments work, then one line per claim."""
+    seeds, works = frame.attrs["seeds"], frame.attrs["works"]
+    ok = [s for s in seeds if works[s]]
+    lines = [
+        f"# The paper's claims across {len(seeds)} seeds ({', '.join(map(str, seeds))})",
+        "",
+        "Instrument (RL raises its own objective on unseen problems; each seed's claims.md): "
+        + "; ".join(f"seed {s} {'works' if works[s] else 'NOT WORKING'}" for s in seeds)
+        + f". Pooled over {len(ok)} seed(s): {', '.join(map(str, ok)) or 'none'}.",
+        "",
+    ]
+    head = [
+        "claim",
+        *(f"seed {s}" for s in seeds),
+        "holds in",
+        "pooled effect [CI]",
+        "detectable",
+        "paper effect",
+    ]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in frame.to_dict("records"):
+        cells = [f"`{r['id']}`"]
+        for s in seeds:
+            e = r[f"effect_{s}"]
+            if e is None or (isinstance(e, float) and math.isnan(e)):
+                cells.append("not tested")
+                continue
+            cell = _interval(e, r[f"ci_low_{s}"], r[f"ci_high_{s}"], decimals)
+            verdict = r[f"verdict_{s}"]
+            cells.append(
+                f"**{cell}**" if verdict == "holds" else cell + (" (n/w)" if verdict == NOT_WORKING else "")
+            )
+        cells.append(f"{r['holds_in']} of {r['tested_in']}")
+        pooled = _interval(r["effect"], r["ci_low"], r["ci_high"], decimals) if r["pooled_seeds"] else ""
+        cells += [
+            pooled,
+            _fmt(r["detectable_effect"], decimals, signed=False),
+            _fmt(r["paper_effect"], decimals),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Per seed: the effect (mean over problems of a - b) with its bootstrap interval over problems, as "
+        "that seed's claims.md has it; bold: the claim holds on that seed (Holm-adjusted Wilcoxon); (n/w): "
+        "that seed's instrument is not working. holds in: seeds where it holds, of those where it was "
+        f"tested. pooled: the mean of the seeds' effects with a {confidence:.0%} two-level bootstrap "
+        "interval (seeds, then each seed's problems, resampled), over the seeds whose instrument works; "
+        f"with few seeds it undercovers: read the seeds beside it. detectable: the smallest true effect a "
+        f"test at the claims' Holm level finds with {power:.0%} power at this number of seeds and problems. "
+        "paper effect: the paper's a - b on the same metric (its tables).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def curve_bands(
+    metrics: Mapping[int, Mapping[str, pd.DataFrame]],
+    columns: Sequence[str],
+    *,
+    seed: int,
+    resamples: int,
+    confidence: float,
+) -> pd.DataFrame:
+    """For each model and metric column (``pass@k``, ``max@k``): the mean over seeds of the mean over
+    problems, with a two-level bootstrap band. ``metrics[seed][model]``: that seed's per-problem metrics
+    frame. One row per (model, column): ``model``, ``column``, ``mean``, ``low``, ``high``, ``seeds``."""
+    seeds = list(metrics)
+    models = list(dict.fromkeys(m for s in seeds for m in metrics[s]))
+    tail = (1.0 - confidence) / 2.0
+    rows = []
+    for model in models:
+        frames = [metrics[s][model] for s in seeds if model in metrics[s]]
+        for col in columns:
+            values = [f[col].to_numpy(dtype=float) for f in frames if col in f.columns]
+            if not values:
+                continue
+            draws = two_level_draws(values, seed=derive_seed(seed, "curves", model, col), resamples=resamples)
+            low, high = np.quantile(draws, [tail, 1.0 - tail])
+            rows.append({"model": model, "column": col, "mean": float(np.mean([v.mean() for v in values])),
+                         "low": float(low), "high": float(high), "seeds": len(values)})  # fmt: skip
+    return pd.DataFrame(rows, columns=["model", "column", "mean", "low", "high", "seeds"])
+
+
+def curves_figure(
+    bands: pd.DataFrame, labels: Mapping[str, str], paths: Sequence[str], *, dataset: str
+) -> None:
+    """pass@k (left) and max@k (right) against k for each model: the mean over seeds, with the
+    two-level bootstrap band of ``curve_bands``; written to ``paths``."""
+    from maxk.analysis.figures import METRIC_NAMES, save_figure, setup_matplotlib
+    from maxk.analysis.per_problem import parse_metric_column
+
+    plt = setup_matplotlib()
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.4), sharex=True)
+    for ax, metric in zip(axes, ("pass", "max"), strict=True):
+        for model in dict.fromkeys(bands["model"]):
+            part = bands[bands["model"] == model].copy()
+            part["k"] = [
+                p[1] if (p := parse_metric_column(c)) and p[0] == metric else None for c in part["column"]
+            ]
+            part = part.dropna(subset=["k"]).sort_values("k")
+            if part.empty:
+                continue
+            (line,) = ax.plot(
+                part["k"], part["mean"], marker="o", markersize=3, label=labels.get(model, model)
+            )
+            ax.fill_between(
+                part["k"], part["low"], part["high"], alpha=0.2, color=line.get_color(), linewidth=0
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("k")
+        ax.set_ylabel(METRIC_NAMES[metric])
+    seeds = int(bands["seeds"].max()) if len(bands) else 0
+    axes[0].set_title(f"{dataset}: mean over {seeds} seeds", fontsize="small")
+    axes[1].legend(frameon=False, fontsize="x-small", loc="lower right")
+    save_figure(fig, paths)
+    plt.close(fig)
+
+
+def claims_figure(frame: pd.DataFrame, paths: Sequence[str]) -> None:
+    """An interval plot of the claims (rliable's style): each claim's pooled effect with its two-level
+    interval, each seed's effect as a dot, the paper's effect as a cross, zero as a line."""
+    from maxk.analysis.figures import save_figure, setup_matplotlib
+
+    plt = setup_matplotlib()
+    seeds = frame.attrs["seeds"]
+    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(frame) + 1.2))
+    y = np.arange(len(frame))[::-1]
+    for yi, r in zip(y, frame.to_dict("records"), strict=True):
+        if r["pooled_seeds"]:
+            ax.plot(
+                [r["ci_low"], r["ci_high"]],
+                [yi, yi],
+                color="C0",
+                linewidth=4,
+                alpha=0.5,
+                solid_capstyle="butt",
+            )
+            ax.plot([r["effect"]], [yi], "o", color="C0", markersize=5)
+        for j, s in enumerate(seeds):
+            e = r[f"effect_{s}"]
+            if e is not None and not (isinstance(e, float) and math.isnan(e)):
+                ax.plot([e], [yi + 0.18 * (j - (len(seeds) - 1) / 2) / max(len(seeds), 1)], ".", color="0.35",
+                        markersize=4, label="a seed" if yi == y[0] and j == 0 else None)  # fmt: skip
+        p = r["paper_effect"]
+        if p is not None and not (isinstance(p, float) and math.isnan(p)):
+            ax.plot([p], [yi], "x", color="C3", markersize=6, label="paper" if yi == y[0] else None)
+    ax.axvline(0.0, color="0.2", linewidth=0.8)
+    ax.set_yticks(y, [str(i) for i in frame["id"]], fontsize="x-small")
+    ax.set_xlabel("effect (a - b): pooled over seeds with a two-level 95 % interval")
+    ax.legend(frameon=False, fontsize="x-small", loc="lower right")
+    save_figure(fig, paths)
+    plt.close(fig)

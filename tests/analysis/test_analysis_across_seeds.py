@@ -1,0 +1,123 @@
+"""The claims across seeds (maxk.analysis.across_seeds, `maxk analyze across-seeds`)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from maxk import paths as P
+from maxk.analysis.across_seeds import across_seeds, curve_bands, differences_frame, render_across_seeds
+from maxk.analysis.claims import NOT_WORKING
+from maxk.analysis.stats import two_level_draws, two_level_interval
+
+ROOT = Path(__file__).resolve().parents[2]
+KW = {"resamples": 400, "confidence": 0.95, "alpha": 0.05, "power": 0.8}
+
+
+def _seed(rng, shift: float, *, works: bool = True, holds=("c1",), n: int = 40):
+    """One seed's claims.csv and differences.csv: claim c1 with mean ``shift``, c2 untested."""
+    d = rng.normal(shift, 0.1, size=n)
+    claims = pd.DataFrame(
+        [
+            {"id": "c1", "statement": "a beats b", "metric": "max", "effect": d.mean(),
+             "ci_low": d.mean() - 0.03, "ci_high": d.mean() + 0.03, "paper_effect": 0.05,
+             "verdict": NOT_WORKING if not works else ("holds" if "c1" in holds else "does not hold")},
+            {"id": "c2", "statement": "untested", "metric": "pass", "effect": math.nan, "ci_low": math.nan,
+             "ci_high": math.nan, "paper_effect": math.nan, "verdict": "not tested"},
+        ]
+    )  # fmt: skip
+    ids = pd.Index([f"p{i:03d}" for i in range(n)], name="problem_id")
+    return claims, differences_frame({"c1": pd.Series(d, index=ids)}), d
+
+
+def test_pooled_effect_is_the_mean_of_the_working_seeds_with_the_two_level_interval():
+    rng = np.random.default_rng(0)
+    (c1, d1, a1), (c2, d2, a2) = _seed(rng, 0.05), _seed(rng, 0.01, holds=())
+    c3, d3, _ = _seed(rng, -0.2, works=False)
+    frame = across_seeds({1: c1, 2: c2, 3: c3}, {1: d1, 2: d2, 3: d3}, seed=9, **KW)
+    row = frame.set_index("id").loc["c1"]
+    assert row["pooled_seeds"] == 2 and row["tested_in"] == 3 and row["holds_in"] == 1
+    assert row["effect"] == pytest.approx((a1.mean() + a2.mean()) / 2)  # seed 3's instrument: not pooled
+    from maxk.seeds import derive_seed
+
+    _, low, high = two_level_interval([a1, a2], seed=derive_seed(9, "across_seeds", "c1"), resamples=400,
+                                      confidence=0.95)  # fmt: skip
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high))
+    assert row["detectable_effect"] > 0 and row["n_problems"] == "40,40"
+    assert row["verdict_3"] == NOT_WORKING and row["effect_2"] == pytest.approx(a2.mean())
+    untested = frame.set_index("id").loc["c2"]
+    assert untested["tested_in"] == 0 and untested["pooled_seeds"] == 0 and math.isnan(untested["effect"])
+    text = render_across_seeds(frame, 3, confidence=0.95, power=0.8)
+    assert "seed 3 NOT WORKING" in text and "Pooled over 2 seed(s): 1, 2" in text
+    assert "| `c1` | **" in text and "(n/w)" in text and "1 of 3" in text and "not tested" in text
+
+
+def test_the_seed_level_widens_the_interval_when_seeds_disagree():
+    """The same problems-level noise, seeds that agree or disagree: only the seed level tells them apart."""
+    rng = np.random.default_rng(1)
+    agree = [rng.normal(0.02, 0.1, 60) for _ in range(4)]
+    disagree = [a - a.mean() + m for a, m in zip(agree, (-0.1, 0.0, 0.05, 0.13), strict=True)]
+    width = {}
+    for name, arrays in (("agree", agree), ("disagree", disagree)):
+        draws = two_level_draws(arrays, seed=3, resamples=2000)
+        width[name] = float(np.std(draws))
+    assert width["disagree"] > 2 * width["agree"]
+
+
+def test_inconsistent_inputs_fail_naming_the_seed():
+    rng = np.random.default_rng(2)
+    (c1, d1, _), (c2, d2, _) = _seed(rng, 0.0), _seed(rng, 0.0)
+    with pytest.raises(ValueError, match="differences of seeds"):
+        across_seeds({1: c1, 2: c2}, {1: d1}, seed=0, **KW)
+    with pytest.raises(ValueError, match=r"seed 2: claims\.csv has no claim 'c2'"):
+        across_seeds({1: c1, 2: c2[c2["id"] == "c1"]}, {1: d1, 2: d2}, seed=0, **KW)
+
+
+def test_curve_bands_average_the_seeds():
+    frames = {s: {"base": pd.DataFrame({"pass@1": [0.0, 1.0, float(s)], "max@1": [0.5] * 3})} for s in (0, 1)}
+    bands = curve_bands(frames, ["pass@1", "max@1"], seed=0, resamples=200, confidence=0.95)
+    by = bands.set_index("column")
+    assert by.loc["pass@1", "mean"] == pytest.approx((1 / 3 + 2 / 3) / 2) and by.loc["max@1", "low"] == 0.5
+    assert set(bands["seeds"]) == {2}
+
+
+def test_the_command_writes_every_output(tmp_path):
+    rng = np.random.default_rng(4)
+    claims, diffs, metrics = [], [], []
+    for seed in (11, 12):
+        c, d, _ = _seed(rng, 0.04)
+        paths = (tmp_path / P.claims(seed, "csv"), tmp_path / P.claim_differences(seed),
+                 tmp_path / P.metrics(seed, "base", "suite_test"))  # fmt: skip
+        for p in paths:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        c.to_csv(paths[0], index=False)
+        d.to_csv(paths[1], index=False)
+        pd.DataFrame({"problem_id": ["a", "b"], "pass@1": [0.1, 0.3], "pass@2": [0.2, 0.5],
+                      "max@1": [0.3, 0.4], "max@2": [0.4, 0.6]}).to_parquet(paths[2])  # fmt: skip
+        claims.append(str(paths[0]))
+        diffs.append(str(paths[1]))
+        metrics.append(str(paths[2]))
+    cfg = ('{"claims": {"dataset": "suite_test", "power": 0.8}, "significance": {"alpha": 0.05}, '
+           '"bootstrap": {"resamples": 100, "confidence": 0.95}, "decimals": 3, "models": {"base": "Base"}}')
+    out = {k: str(tmp_path / P.across_seeds(k)) for k in ("csv", "md")}
+    figs = [str(tmp_path / P.across_seeds_figure(n, "png")) for n in P.ACROSS_SEED_FIGURES]
+    cmd = [sys.executable, "-m", "maxk", "analyze", "across-seeds", "--config-json", cfg, "--seed", "1",
+           "--claims", *claims, "--differences", *diffs, "--metrics", *metrics, "--csv", out["csv"],
+           "--md", out["md"], "--curves-figure", figs[0], "--claims-figure", figs[1]]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "seed 11 works; seed 12 works" in Path(out["md"]).read_text()
+    assert all(Path(f).stat().st_size > 1000 for f in figs)
+    table = pd.read_csv(out["csv"])
+    assert list(table["id"]) == ["c1", "c2"] and table.loc[0, "pooled_seeds"] == 2
+    # a file outside results/seed<N>/ cannot say its seed: a clear error, no output
+    bad = cmd.copy()
+    bad[bad.index("--claims") + 1] = str(tmp_path / "claims.csv")
+    res = subprocess.run(bad, capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode != 0 and "--claims" in res.stderr and "not under a results/seed" in res.stderr
