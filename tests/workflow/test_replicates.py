@@ -1,0 +1,37 @@
+"""Seeds as a DAG dimension, planned by Snakemake itself: N seeds plan N times every seed-dependent job,
+the jobs made once once, and one across-seed job (dry runs of both scales)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the rules whose jobs do not depend on the seed (made once whatever `replicates` holds)
+ONCE = {"data_build", "analysis_lab", "environment", "all"}
+
+
+def _job_stats(*args: str) -> dict[str, int]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    res = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", *args],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    table = (res.stdout + res.stderr).split("Job stats:")[1].split("total")[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, flags=re.M)}
+
+
+@pytest.mark.parametrize("scale", [[], ["--configfile", "config/paper.yaml"]], ids=["embedded", "paper"])
+def test_three_seeds_plan_three_times_the_seed_jobs_and_no_more(scale):
+    one = _job_stats(*scale)
+    three = _job_stats(*scale, "--config", "replicates=[1234,2,3]")
+    assert "analysis_across_seeds" not in one and three.pop("analysis_across_seeds") == 1
+    assert set(one) == set(three) and set(one) >= ONCE
+    for rule, count in one.items():
+        assert three[rule] == (count if rule in ONCE else 3 * count), rule
