@@ -22,6 +22,7 @@ whole (built beside the target, then renamed).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -143,21 +144,25 @@ def build_base_model(
     from maxk.paths import dataset_name
     from maxk.provenance import write_provenance
     from maxk.tiny import init_model, save, train_tokenizer
+    from maxk.train.config import BaseModelConfig
     from maxk.train.run import write_trained_on
     from maxk.train.sampling import sample_scored
 
     config = job_config(config, ("base_model",))  # every key left out at its default
-    bm, seed, prompt_cfg = config["base_model"], int(config["seed"]), config["prompt"]
-    torch.set_num_threads(max(1, int(bm["threads"] or os.cpu_count() or 1)))
+    bm = BaseModelConfig.from_config(config["base_model"])
+    seed, prompt_cfg = int(config["seed"]), config["prompt"]
+    torch.set_num_threads(max(1, int(bm.threads or os.cpu_count() or 1)))
     train = [row for _, row in read_jsonl(train_data) if row.get("reference")]
-    sft = bm["sft"]
-    if sft["max_examples"] and sft["max_examples"] < len(train):
-        train = random.Random(seed).sample(train, sft["max_examples"])
+    sft = bm.sft
+    if sft.max_examples and sft.max_examples < len(train):
+        train = random.Random(seed).sample(train, sft.max_examples)
     timings: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    tok = train_tokenizer(_tokenizer_texts(train, prompt_cfg), **bm["tokenizer"])
-    model = init_model(tok, seed=seed, **bm["model"])
+    sizes = dataclasses.asdict(bm.tokenizer) if bm.tokenizer else {}
+    sizes = {k: v for k, v in sizes.items() if v is not None}  # the rest: train_tokenizer's
+    tok = train_tokenizer(_tokenizer_texts(train, prompt_cfg), **sizes)
+    model = init_model(tok, seed=seed, **(bm.model or {}))
     timings["build_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -172,14 +177,14 @@ def build_base_model(
     shutil.rmtree(work, ignore_errors=True)
     args = SFTConfig(
         output_dir=str(work / "sft"),
-        num_train_epochs=sft["epochs"],
-        max_steps=sft["max_steps"] or -1,
-        learning_rate=sft["learning_rate"],
+        num_train_epochs=sft.epochs,
+        max_steps=sft.max_steps or -1,
+        learning_rate=sft.learning_rate,
         lr_scheduler_type="cosine",
-        warmup_steps=sft["warmup_steps"],
-        weight_decay=sft["weight_decay"],
-        per_device_train_batch_size=sft["batch_size"],
-        max_length=sft["max_length"],
+        warmup_steps=sft.warmup_steps,
+        weight_decay=sft.weight_decay,
+        per_device_train_batch_size=sft.batch_size,
+        max_length=sft.max_length,
         completion_only_loss=True,
         packing=False,
         seed=seed,
@@ -204,9 +209,9 @@ def build_base_model(
     save(model, tok, work)
 
     t0 = time.perf_counter()
-    ev = bm["eval"]
+    ev = bm.eval
     test = [row for _, row in read_jsonl(test_data)]
-    test = random.Random(seed + 1).sample(test, min(ev["problems"], len(test)))
+    test = random.Random(seed + 1).sample(test, min(ev.problems, len(test)))
     with contextlib.ExitStack() as stack:
         if scorer is None:
             from maxk.sandbox import Scorer
@@ -214,15 +219,15 @@ def build_base_model(
             scorer = stack.enter_context(Scorer(**config["sandbox"]))
         draw = {
             "scorer": scorer,
-            "max_new_tokens": ev["max_new_tokens"],
+            "max_new_tokens": ev.max_new_tokens,
             "seed": seed,
             "prompt_cfg": prompt_cfg,
-            "max_rows": ev["batch_size"],
+            "max_rows": ev.batch_size,
         }
         t1 = time.perf_counter()
-        check = sample_scored(model, tok, test, samples=ev["samples"], tag="base-eval", **draw)
+        check = sample_scored(model, tok, test, samples=ev.samples, tag="base-eval", **draw)
         timings["eval_main_s"] = time.perf_counter() - t1
-        cal = bm["calibration"]
+        cal = bm.calibration
         sharpened = call = None
         if cal:
             n, temp = cal["extra_samples"], cal["sharpen_temperature"]
@@ -230,7 +235,7 @@ def build_base_model(
             sharpened = competence(sharp.rewards, sharp.passed)
             if call_data:
                 calls = [row for _, row in read_jsonl(call_data)]
-                calls = random.Random(seed + 2).sample(calls, min(ev["problems"], len(calls)))
+                calls = random.Random(seed + 2).sample(calls, min(ev.problems, len(calls)))
                 called = sample_scored(model, tok, calls, samples=n, tag="base-call", **draw)
                 call = competence(called.rewards, called.passed)
     timings["eval_s"] = time.perf_counter() - t0
@@ -242,7 +247,7 @@ def build_base_model(
         "sft_steps": result.global_step,
         "sft_mean_loss": result.training_loss,
         "sft_last_log": last_log,
-        "eval": {"dataset": ev.get("dataset"), **competence(check.rewards, check.passed)},
+        "eval": {"dataset": ev.dataset, **competence(check.rewards, check.passed)},
         "timings_s": {k: round(v, 2) for k, v in timings.items()},
     }
     if cal:
@@ -251,7 +256,7 @@ def build_base_model(
             manifest["eval_call"] = {"dataset": dataset_name(str(call_data)), **call}
         manifest["calibration"] = calibration(manifest["eval"], sharpened, call, cal["bands"])
     for problem, rewards, texts in zip(test, check.rewards, check.texts, strict=True):
-        for reward, text in list(zip(rewards, texts, strict=True))[: ev["log_examples"]]:
+        for reward, text in list(zip(rewards, texts, strict=True))[: ev.log_examples]:
             print(f"--- {problem['id']} reward={reward:.2f}\n{text}", flush=True)
     print("competence:", json.dumps(manifest["eval"]), flush=True)
     if cal:
