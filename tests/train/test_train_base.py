@@ -116,9 +116,12 @@ def test_build_base_model_end_to_end_tiny(tmp_path):
     test = [times_problem(i) for i in range(1, 4)]
     write_jsonl(tmp_path / "train.jsonl.gz", train)
     write_jsonl(tmp_path / "test.jsonl.gz", test)
+    out = tmp_path / "base"
     config = {
         "seed": 0,
         "base_model": {
+            "build": True,
+            "path": str(out),
             "threads": 1,
             "tokenizer": {"vocab_size": 320},
             "model": {
@@ -133,7 +136,6 @@ def test_build_base_model_end_to_end_tiny(tmp_path):
             "eval": {"dataset": "t", "problems": 2, "samples": 4, "max_new_tokens": 8, "log_examples": 1},
         },
     }
-    out = tmp_path / "base"
     manifest = build_base_model(
         config,
         train_data=str(tmp_path / "train.jsonl.gz"),
