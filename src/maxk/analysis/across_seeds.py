@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from maxk.analysis.claims import NOT_WORKING
-from maxk.analysis.stats import two_level_draws
+from maxk.analysis.stats import two_level_draws, two_level_interval
 from maxk.seeds import derive_seed
 
 __all__ = ["DIFFERENCE_COLUMNS", "across_seeds", "curve_bands", "differences_frame", "render_across_seeds"]
@@ -87,8 +87,10 @@ def across_seeds(
         raise ValueError(f"claims of seeds {sorted(seeds)} but differences of seeds {sorted(differences)}")
     works = {s: _works(claims[s]) for s in seeds}
     first = claims[seeds[0]]
-    tested = [s for s in seeds if claims[s]["effect"].notna().any()]
-    m = max(int(claims[seeds[0]]["effect"].notna().sum()), 1)
+    by_id = {s: claims[s].set_index("id") for s in seeds}
+    diffs = {s: {cid: g["difference"].to_numpy(dtype=float) for cid, g in differences[s].groupby("claim")}
+             for s in seeds}  # fmt: skip
+    m = max(int(first["effect"].notna().sum()), 1)
     z = float(norm.ppf(1 - alpha / m) + norm.ppf(power))
     rows = []
     for _, ref in first.iterrows():
@@ -96,7 +98,7 @@ def across_seeds(
         row: dict[str, object] = {"id": cid, "statement": ref["statement"], "metric": ref["metric"]}
         per_seed, counts, n_tested, n_holds = [], [], 0, 0
         for s in seeds:
-            mine = claims[s].set_index("id")
+            mine = by_id[s]
             if cid not in mine.index:
                 raise ValueError(
                     f"seed {s}: claims.csv has no claim {cid!r} (seeds ran different claim sets)"
@@ -107,7 +109,7 @@ def across_seeds(
             if pd.notna(r["effect"]):
                 n_tested += 1
                 n_holds += int(r["verdict"] == "holds")
-                d = differences[s].loc[differences[s]["claim"] == cid, "difference"].to_numpy(dtype=float)
+                d = diffs[s].get(cid, np.empty(0))
                 if works[s] and d.size:
                     per_seed.append(d)
                     counts.append(d.size)
@@ -128,7 +130,7 @@ def across_seeds(
         row["paper_effect"] = ref.get("paper_effect", math.nan)
         rows.append(row)
     frame = pd.DataFrame(rows)
-    frame.attrs.update(seeds=seeds, works=works, tested=tested)
+    frame.attrs.update(seeds=seeds, works=works)
     return frame
 
 
@@ -210,7 +212,6 @@ def curve_bands(
     frame. One row per (model, column): ``model``, ``column``, ``mean``, ``low``, ``high``, ``seeds``."""
     seeds = list(metrics)
     models = list(dict.fromkeys(m for s in seeds for m in metrics[s]))
-    tail = (1.0 - confidence) / 2.0
     rows = []
     for model in models:
         frames = [metrics[s][model] for s in seeds if model in metrics[s]]
@@ -218,10 +219,10 @@ def curve_bands(
             values = [f[col].to_numpy(dtype=float) for f in frames if col in f.columns]
             if not values:
                 continue
-            draws = two_level_draws(values, seed=derive_seed(seed, "curves", model, col), resamples=resamples)
-            low, high = np.quantile(draws, [tail, 1.0 - tail])
-            rows.append({"model": model, "column": col, "mean": float(np.mean([v.mean() for v in values])),
-                         "low": float(low), "high": float(high), "seeds": len(values)})  # fmt: skip
+            rng = derive_seed(seed, "curves", model, col)
+            mean, low, high = two_level_interval(values, seed=rng, resamples=resamples, confidence=confidence)
+            rows.append({"model": model, "column": col, "mean": mean, "low": low, "high": high,
+                         "seeds": len(values)})  # fmt: skip
     return pd.DataFrame(rows, columns=["model", "column", "mean", "low", "high", "seeds"])
 
 
