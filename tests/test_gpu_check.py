@@ -1,0 +1,47 @@
+"""``benchmarks/gpu_check.py`` (the GPU check of ``../shared/gpu-check.md``) rehearsed on the CPU with
+``--tiny``: the script a lent GPU runs must not first break on its own code, which costs device time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from maxk.data.suite import generate_suite
+from maxk.io import write_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_gpu_check_rehearsal_trains_every_estimator_and_checks_generation(tmp_path):
+    problems = generate_suite("stdio", 40, 0)
+    data, test = tmp_path / "suite_rl.jsonl.gz", tmp_path / "suite_test.jsonl.gz"
+    write_jsonl(data, problems[:32])
+    write_jsonl(test, problems[32:])
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(ROOT / "benchmarks/gpu_check.py"), "--out", str(out), "--data", str(data)]
+    cmd += ["--test", str(test), "--tiny", "--varied-rewards"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads((out / "gpu_check.json").read_text())
+
+    assert record["rewards"].startswith("VariedScorer")
+    train = record["train"]
+    assert set(train) == {
+        "grpo_continuous", "grpo_binary", "offpolicy_bon", "offpolicy_bon_exact", "bon_max_mean",
+        "bon_max_second", "bon_loo1", "bon_mean", "bon_subset_std", "bon_mean_centered",
+    }  # fmt: skip
+    for run, r in train.items():
+        assert r["status"] == "ok", (run, r.get("trace"))
+        assert r["all_finite"] and r["rows_match_steps"], run
+    for run in ("offpolicy_bon", "offpolicy_bon_exact"):  # 3 PPO iterations: one batch, three updates
+        assert train[run]["steps"] == 4 and len(train[run]["delta_iters"]) == 3
+    assert train["grpo_continuous"]["last"]["grad_norm"] > 0  # varied rewards reach the gradient
+    gen = record["generate"]
+    assert gen["deterministic"] is True
+    assert gen["sum_logprob_rel_err_max"] < 1e-4 and gen["mean_entropy_rel_err_max"] < 1e-4  # float32
+    assert gen["decode_loop"]["samples"] == 4 * gen["samples_per_problem"]
