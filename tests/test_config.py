@@ -340,3 +340,17 @@ def test_no_module_writes_a_schema_default_of_its_own():
                 found.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
     assert found == []
     assert pattern.match("        decimals: int = 3,") and "3" in literals["decimals"]  # the check can fail
+
+
+@pytest.mark.parametrize("probe", sorted((ROOT / "config/probes").glob("*.yaml")), ids=lambda p: p.name)
+def test_probe_overlays_load_over_the_embedded_default(probe):
+    """Each probe of config/probes/ is an overlay on the embedded default: the two load as one valid
+    config holding the probe's runs beside the experiment's, and its documented command names targets
+    of those runs (a probe that no longer loads, or whose command names another run, fails here)."""
+    cfg = load_config(ROOT / "config/config.yaml", probe)
+    probe_runs = set(_raw(f"config/probes/{probe.name}")["runs"])
+    assert probe_runs and probe_runs <= set(cfg["runs"])
+    assert set(load_config(ROOT / "config/config.yaml")["runs"]) < set(cfg["runs"])
+    text = probe.read_text()
+    assert f"config/probes/{probe.name}" in text
+    assert any(run in text.split("runs:")[0] for run in probe_runs)
