@@ -151,7 +151,7 @@ def check_training(model: Path, data: str, work: Path, record: dict, deadline: f
         if run == "grpo_binary":
             spec["reward_kind"] = "binary"
         cfg = {**base, "train": {**base["train"], "max_steps": iters + 1}, "run": spec}
-        if torch.cuda.is_available():
+        if cuda:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
         try:
