@@ -5,8 +5,9 @@
 
 1. Training on CUDA: a random Qwen2 of a few hundred million parameters (built here: no weights can be
    downloaded), bf16 and gradient checkpointing as ``config/paper.yaml`` sets them, ``train_run`` (what
-   ``maxk train`` calls) for every run method of the experiment, each for ``num_iterations + 1`` optimizer
-   steps (``offpolicy_bon`` and ``offpolicy_bon_exact`` at 3 PPO iterations, as in the paper): every
+   ``maxk train`` calls) for every registered advantage estimator (``maxk.objectives.ESTIMATORS``; ``grpo``
+   on both reward kinds), each for ``num_iterations + 1`` optimizer steps (the off-policy ones, which
+   use the importance-ratio deltas, at 3 PPO iterations, as in the paper): every
    logged value finite, one metrics row per step, peak GPU memory and the step-time split.
 2. Generation with the transformers backend on CUDA: 256 samples per problem through maxk's decode loop
    and through ``model.generate`` (samples/s of each), same-seed determinism on the device, and the
@@ -14,7 +15,7 @@
 
 Writes ``DIR/gpu_check.json`` after every step (a time-out still leaves what was measured) and prints a
 short table last. ``--tiny``: a CPU rehearsal of the script itself (small model, float32, no bf16), for
-checking it here before spending device time. Not a test: CI never runs it.
+checking it here before spending device time; ``tests/test_gpu_check.py`` runs it so in CI.
 """
 
 from __future__ import annotations
@@ -36,20 +37,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-#: the runs trained, one per advantage estimator (config/experiment.yaml and config/paper.yaml's extra)
-RUNS = (
-    "grpo_continuous",
-    "grpo_binary",
-    "offpolicy_bon",
-    "offpolicy_bon_exact",
-    "bon_max_mean",
-    "bon_max_second",
-    "bon_loo1",
-    "bon_mean",
-    "bon_subset_std",
-    "bon_mean_centered",
-)
-PPO3 = {"offpolicy_bon", "offpolicy_bon_exact"}
+
+def check_runs() -> dict[str, dict]:
+    """Run name -> run spec: every registered estimator once on the continuous reward, ``grpo`` on the
+    binary one too (the paper's table 1); 3 PPO iterations for the off-policy estimators, else 1."""
+    from maxk.objectives import ESTIMATORS
+
+    runs = {}
+    for name, spec in ESTIMATORS.items():
+        kinds = ("continuous", "binary") if name == "grpo" else ("continuous",)
+        for kind in kinds:
+            run = f"{name}_{kind}" if len(kinds) > 1 else name
+            runs[run] = {"method": name, "reward_kind": kind, "num_iterations": 3 if spec.uses_deltas else 1}
+    return runs
 
 
 def versions() -> dict[str, str]:
@@ -141,16 +141,11 @@ def check_training(model: Path, data: str, work: Path, record: dict, deadline: f
     record["train_config"] = {k: base["train"][k] for k in keys}
     runs = record.setdefault("train", {})
     cuda = torch.cuda.is_available()
-    for run in RUNS:
+    for run, spec in check_runs().items():
         if time.monotonic() > deadline:
             runs[run] = {"status": "skipped (train budget spent)"}
             continue
-        iters = 3 if run in PPO3 else 1
-        method = {"grpo_continuous": "grpo", "grpo_binary": "grpo"}.get(run, run)
-        spec = {"method": method, "num_iterations": iters}
-        if run == "grpo_binary":
-            spec["reward_kind"] = "binary"
-        cfg = {**base, "train": {**base["train"], "max_steps": iters + 1}, "run": spec}
+        cfg = {**base, "train": {**base["train"], "max_steps": spec["num_iterations"] + 1}, "run": spec}
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
