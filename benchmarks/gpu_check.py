@@ -1,7 +1,7 @@
 """The GPU check of ``../shared/gpu-check.md``, as one script for one call on a lent GPU machine.
 
     python benchmarks/gpu_check.py --out DIR [--data results/data/suite_rl.jsonl.gz]
-        [--test results/data/suite_test.jsonl.gz] [--train-budget 300] [--tiny]
+        [--test results/data/suite_test.jsonl.gz] [--train-budget 300] [--tiny] [--launch]
 
 1. Training on CUDA: a random Qwen2 of a few hundred million parameters (built here: no weights can be
    downloaded), bf16 and gradient checkpointing as ``config/paper.yaml`` sets them, ``train_run`` (what
@@ -12,6 +12,13 @@
 2. Generation with the transformers backend on CUDA: 256 samples per problem through maxk's decode loop
    and through ``model.generate`` (samples/s of each), same-seed determinism on the device, and the
    decode loop's sum of log-probs and exact mean entropy against a teacher-forced float32 forward pass.
+
+3. ``--launch``: one training job run as the ``train`` rule's shell runs it, ``{launch_prefix} train ...``
+   (``maxk.train.launch.launch_prefix``): on CUDA, ``maxk train --gpus 1`` and then ``accelerate launch
+   --config_file workflow/deepspeed/zero2.yaml --num_processes 1 -m maxk train`` (DeepSpeed ZeRO-2, the
+   paper profile's command; DeepSpeed must be installed), ``num_iterations + 1`` steps of ``grpo`` each;
+   on the CPU (``--tiny``) the ``maxk train`` job only. The sandbox scores these (a random model earns 0:
+   a check of the launch plumbing, not of numerics).
 
 Writes ``DIR/gpu_check.json`` after every step (a time-out still leaves what was measured) and prints a
 short table last. ``--tiny``: a CPU rehearsal of the script itself (small model, float32, no bf16), for
@@ -252,6 +259,52 @@ def check_generation(model: Path, test: str, record: dict, tiny: bool, save) -> 
     save()
 
 
+def check_launch(model: Path, data: str, work: Path, record: dict, tiny: bool, save) -> None:
+    """The training job as the ``train`` rule runs it (its command prefix from ``launch_prefix``)."""
+    import shlex
+
+    import pandas as pd
+    import torch
+
+    from maxk.train.launch import launch_prefix
+
+    cuda = torch.cuda.is_available()
+    spec = check_runs()["grpo_continuous"]
+    base = train_config(tiny)
+    cfg = {**base, "train": {**base["train"], "max_steps": spec["num_iterations"] + 1}, "run": spec}
+    launch = {"accelerate_config": "workflow/deepspeed/zero2.yaml"}
+    jobs = {"maxk_train": 0, "accelerate_zero2": 1} if cuda else {"maxk_train": 0}
+    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    out = record.setdefault("launch", {})
+    for job, gpus in jobs.items():
+        prefix = launch_prefix(launch, gpus, basedir=str(ROOT), threads=4)
+        if prefix == "maxk":  # the rule finds the installed entry point; here, this interpreter's maxk
+            prefix = shlex.join([sys.executable, "-m", "maxk"])
+        args = ["train", "--run", "grpo_continuous", "--config-json", json.dumps(cfg), "--model", str(model),
+                "--data", data, "--out", str(work / job), "--metrics", str(work / f"{job}.csv"),
+                "--checkpoints", str(work / f"ckpt-{job}"), "--gpus", str(1 if cuda else 0)]  # fmt: skip
+        cmd = f"{prefix} {shlex.join(args)}"
+        work.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, shell=True, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+        log = proc.stdout + proc.stderr
+        lines = [x[:200] for x in log.splitlines() if "deepspeed" in x.lower() or "zero" in x.lower()]
+        r: dict = {"command": prefix + " train ...", "rc": proc.returncode, "deepspeed_lines": lines[:12],
+                   "wall_s": round(time.perf_counter() - t0, 1), "log_tail": log[-2500:]}  # fmt: skip
+        metrics = work / f"{job}.csv"
+        if proc.returncode == 0 and metrics.exists():
+            m = pd.read_csv(metrics)
+            vals = m[[c for c in ("loss", "grad_norm", "kl", "entropy", "reward") if c in m]].to_numpy(float)
+            r.update(steps=len(m), all_finite=bool(math.isfinite(vals.sum())),
+                     time_split_s={k: round(float(m[k].sum()), 2) for k in
+                                   ("time/generation_s", "time/reward_s", "time/update_s") if k in m},
+                     model_saved=(work / job / "config.json").exists())  # fmt: skip
+        out[job] = r
+        print(f"launch {job}: rc={r['rc']} wall={r['wall_s']}s steps={r.get('steps')}", flush=True)
+        save()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="directory for gpu_check.json and the work files")
@@ -263,6 +316,7 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true", help="CPU rehearsal: small model, float32")
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-generate", action="store_true")
+    ap.add_argument("--launch", action="store_true", help="also run the train rule's command (item 3)")
     ap.add_argument(
         "--varied-rewards",
         action="store_true",
@@ -304,6 +358,9 @@ def main() -> None:
         record["generate"]["trace"] = traceback.format_exc()[-3000:]
         save()
 
+    if a.launch:
+        check_launch(model, a.data, out / "launch", record, a.tiny, save)
+
     print("\n== gpu check ==")
     print(json.dumps(record["versions"]), json.dumps(record["device"]))
     for run, r in record.get("train", {}).items():
@@ -311,6 +368,8 @@ def main() -> None:
         print(f"{run:22s} {r['status'][:60]:12s} steps={r.get('steps')} finite={r.get('all_finite')} "
               f"peak={r.get('peak_gib')}GiB wall={r.get('wall_s')}s split={split}")  # fmt: skip
     print(json.dumps({k: v for k, v in record.get("generate", {}).items() if k != "trace"}))
+    for job, r in record.get("launch", {}).items():
+        print(f"{job}: rc={r['rc']} steps={r.get('steps')} finite={r.get('all_finite')} wall={r['wall_s']}s")
 
 
 if __name__ == "__main__":

@@ -17,14 +17,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-def test_gpu_check_rehearsal_trains_every_estimator_and_checks_generation(tmp_path):
+def test_gpu_check_rehearsal_trains_every_estimator_checks_generation_and_the_launch(tmp_path):
     problems = generate_suite("stdio", 40, 0)
     data, test = tmp_path / "suite_rl.jsonl.gz", tmp_path / "suite_test.jsonl.gz"
     write_jsonl(data, problems[:32])
     write_jsonl(test, problems[32:])
     out = tmp_path / "out"
     cmd = [sys.executable, str(ROOT / "benchmarks/gpu_check.py"), "--out", str(out), "--data", str(data)]
-    cmd += ["--test", str(test), "--tiny", "--varied-rewards"]
+    cmd += ["--test", str(test), "--tiny", "--varied-rewards", "--launch"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((out / "gpu_check.json").read_text())
@@ -45,3 +45,8 @@ def test_gpu_check_rehearsal_trains_every_estimator_and_checks_generation(tmp_pa
     assert gen["deterministic"] is True
     assert gen["sum_logprob_rel_err_max"] < 1e-4 and gen["mean_entropy_rel_err_max"] < 1e-4  # float32
     assert gen["decode_loop"]["samples"] == 4 * gen["samples_per_problem"]
+    launched = record["launch"]  # the train rule's command on a CPU: `maxk train` (no accelerate)
+    assert set(launched) == {"maxk_train"}
+    job = launched["maxk_train"]
+    assert job["rc"] == 0, job["log_tail"]
+    assert job["steps"] == 2 and job["all_finite"] and job["model_saved"]

@@ -14,7 +14,15 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from maxk.train.launch import check_run, grpo_kwargs, input_fingerprint, launch_prefix, run_config, run_hash
+from maxk.train.launch import (
+    check_run,
+    grpo_kwargs,
+    input_fingerprint,
+    launch_prefix,
+    launch_signature,
+    run_config,
+    run_hash,
+)
 from maxk.train.run import SandboxReward, write_metrics_csv
 from maxk.workflow.slices import train as train_slice
 
@@ -334,6 +342,19 @@ def test_input_fingerprint_follows_content_and_rebuilds(tmp_path):
     os.utime(model / "w.bin", ns=(1, 1))  # rebuilt: same name and size, another time
     assert input_fingerprint(str(model)) != before
     assert input_fingerprint("Qwen/Qwen2.5-Coder-7B-Instruct") == "Qwen/Qwen2.5-Coder-7B-Instruct"
+
+
+def test_launch_signature_tells_a_deepspeed_or_multi_process_job_from_a_plain_one():
+    """What accelerate launch sets (accelerate.utils.launch): a checkpoint of one layout is not resumed in
+    another (a ZeRO-2 job stopped on a plain job's checkpoint on a GPU)."""
+    plain = launch_signature({})
+    assert plain == {"processes": 1, "zero_stage": None}
+    zero2 = {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2", "WORLD_SIZE": "1"}
+    assert launch_signature(zero2) == {"processes": 1, "zero_stage": 2}
+    assert launch_signature({**zero2, "WORLD_SIZE": "8"}) == {"processes": 8, "zero_stage": 2}
+    assert launch_signature({"ACCELERATE_USE_DEEPSPEED": "false", "WORLD_SIZE": "2"})["zero_stage"] is None
+    signatures = [plain, launch_signature(zero2), launch_signature({**zero2, "WORLD_SIZE": "8"})]
+    assert len({run_hash({"launch": s}) for s in signatures}) == 3
 
 
 def test_each_tracker_writes_under_the_trackers_directory_offline(monkeypatch):

@@ -73,9 +73,10 @@ def test_train_run_writes_outputs_and_resumes(tiny_model_dir, tmp_path):
     assert rows[0]["delta/abs_mean_iter0"] != "" and rows[1]["delta/abs_mean_iter1"] != ""
 
 
-def test_a_checkpoint_of_another_seed_or_other_prompts_is_never_resumed(tiny_model_dir, tmp_path):
-    """A rerun with another seed (`--config seed=2`) or rebuilt RL prompts at the same path starts from
-    the base model, not from the checkpoint an earlier config left behind."""
+def test_a_checkpoint_of_another_start_is_never_resumed(tiny_model_dir, tmp_path, monkeypatch):
+    """A rerun with another seed (`--config seed=2`), another process layout (DeepSpeed) or rebuilt RL
+    prompts at the same path starts from the base model, not from the checkpoint an earlier config left
+    behind."""
     data = tmp_path / "train.jsonl.gz"
     write_jsonl(data, _problems(6))
     train = _train(max_steps=2, beta=0.0, num_iterations=1)
@@ -88,6 +89,10 @@ def test_a_checkpoint_of_another_seed_or_other_prompts_is_never_resumed(tiny_mod
     assert same["resumed_from"].endswith("checkpoint-2")  # the same start: resumed (the test can fail)
     other_seed = train_run(config={**config, "seed": 4}, out=str(tmp_path / "c"), **kw)
     assert other_seed["resumed_from"] is None
+    with monkeypatch.context() as m:  # as under accelerate launch with ZeRO-2 (no DeepSpeed on a CPU)
+        m.setattr("maxk.train.run.launch_signature", lambda env: {"processes": 1, "zero_stage": 2})
+        other_launch = train_run(config=config, out=str(tmp_path / "e"), **kw)
+    assert other_launch["resumed_from"] is None
     write_jsonl(data, _problems(7)[1:])  # other prompts, same path
     other_data = train_run(config=config, out=str(tmp_path / "d"), **kw)
     assert other_data["resumed_from"] is None

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 #: ``train`` keys passed to ``MaxKGRPOConfig`` unchanged (same name, same meaning as in TRL).
@@ -107,6 +108,19 @@ def input_fingerprint(path: str) -> str:
             digest.update(f"{f.relative_to(p)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
         return digest.hexdigest()
     return str(path)
+
+
+def launch_signature(env: Mapping[str, str]) -> dict[str, Any]:
+    """How the job's processes are laid out, from what ``accelerate launch`` puts in their environment:
+    the number of processes (``WORLD_SIZE``) and the DeepSpeed ZeRO stage (None without DeepSpeed).
+
+    A checkpoint's optimizer state is saved in this layout (DeepSpeed writes its own partitioned
+    files, which a plain checkpoint lacks), so it is part of the checkpoint directory's hash: on a GPU,
+    a ZeRO-2 job handed the checkpoint of a plain ``maxk train`` job of the same run stopped with
+    transformers' "Can't find a valid checkpoint" (``benchmarks/gpu_check.py --launch``, issue 25)."""
+    deepspeed = env.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") or "0"
+    return {"processes": int(env.get("WORLD_SIZE") or 1), "zero_stage": int(stage) if deepspeed else None}
 
 
 def grpo_kwargs(

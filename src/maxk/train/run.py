@@ -5,7 +5,8 @@ optimizer step: reward, advantage statistics, |delta| per PPO iteration, KL, cli
 split into generation / reward / update) and provenance beside both. Checkpoints live OUTSIDE the
 declared outputs, in ``{checkpoints}/{run}-{hash}/`` (Snakemake deletes declared outputs before a
 job), so a killed job resumes from its last checkpoint when rerun with the same config, seed, base
-model and RL prompts (the hash covers all four: ``maxk.train.launch.input_fingerprint``).
+model and RL prompts (the hash covers all four: ``maxk.train.launch.input_fingerprint``) and the same
+process layout (``maxk.train.launch.launch_signature``: a DeepSpeed checkpoint is not a plain one).
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from typing import Any
 
 from maxk.io import atomic_open, read_jsonl
 from maxk.sandbox.judge import is_solved
-from maxk.train.launch import check_run, grpo_kwargs, input_fingerprint, run_config, run_hash, tracker_env
+from maxk.train.launch import (
+    check_run,
+    grpo_kwargs,
+    input_fingerprint,
+    launch_signature,
+    run_config,
+    run_hash,
+    tracker_env,
+)
 
 #: Metrics CSV columns first in this order (then any other logged key, sorted).
 METRIC_COLUMNS = (
@@ -167,7 +176,8 @@ def train_run(
     seed = int(config["seed"])
     effective = run_config(config["train"], config["run"])
     check_run(run, effective)
-    start_from = {"seed": seed, "model": input_fingerprint(model), "data": input_fingerprint(data)}
+    start_from = {"seed": seed, "model": input_fingerprint(model), "data": input_fingerprint(data),
+                  "launch": launch_signature(os.environ)}  # fmt: skip
     ckpt_dir = Path(checkpoints) / f"{run}-{run_hash({**effective, **start_from})}"
     problems = load_problems(data, effective.get("max_prompts"), seed)
     tokenizer = AutoTokenizer.from_pretrained(model)
