@@ -121,6 +121,23 @@ def train_config(tiny: bool) -> dict:
     return {"seed": 1234, "train": train, "prompt": cfg.get("prompt"), "sandbox": cfg["sandbox"]}
 
 
+def run_job_config(base: dict, spec: dict) -> dict:
+    """``base`` (``train_config``) for one run spec of ``check_runs``: ``num_iterations + 1`` steps."""
+    return {**base, "train": {**base["train"], "max_steps": spec["num_iterations"] + 1}, "run": spec}
+
+
+def time_split(m) -> dict[str, float]:
+    """Seconds spent generating, scoring and updating, summed over a metrics CSV's rows."""
+    keys = ("time/generation_s", "time/reward_s", "time/update_s")
+    return {k: round(float(m[k].sum()), 2) for k in keys if k in m}
+
+
+def env_with_src() -> dict[str, str]:
+    """This environment with the repository's ``src`` first on PYTHONPATH (for ``python -m maxk``)."""
+    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
 class VariedScorer:
     """A trusted stand-in that executes nothing: reward = eighths of the program's share of distinct
     characters. A random model earns 0 from the sandbox on every sample, so every advantage, loss and
@@ -152,7 +169,7 @@ def check_training(model: Path, data: str, work: Path, record: dict, deadline: f
         if time.monotonic() > deadline:
             runs[run] = {"status": "skipped (train budget spent)"}
             continue
-        cfg = {**base, "train": {**base["train"], "max_steps": spec["num_iterations"] + 1}, "run": spec}
+        cfg = run_job_config(base, spec)
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
@@ -176,8 +193,7 @@ def check_training(model: Path, data: str, work: Path, record: dict, deadline: f
                 "rows_match_steps": len(m) == summary["steps"],
                 "wall_s": round(time.perf_counter() - t0, 1),
                 "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else 0,
-                "time_split_s": {k: round(float(m[k].sum()), 2) for k in
-                                 ("time/generation_s", "time/reward_s", "time/update_s") if k in m},
+                "time_split_s": time_split(m),
                 "last": {c: round(float(m[c].iloc[-1]), 5) for c in cols if c in m},
                 "delta_iters": [c for c in m if c.startswith("delta/abs_mean_iter") and m[c].notna().any()],
             }  # fmt: skip
@@ -270,13 +286,12 @@ def check_launch(model: Path, data: str, work: Path, record: dict, tiny: bool, s
 
     cuda = torch.cuda.is_available()
     spec = check_runs()["grpo_continuous"]
-    base = train_config(tiny)
-    cfg = {**base, "train": {**base["train"], "max_steps": spec["num_iterations"] + 1}, "run": spec}
+    cfg = run_job_config(train_config(tiny), spec)
     launch = {"accelerate_config": "workflow/deepspeed/zero2.yaml"}
     jobs = {"maxk_train": 0, "accelerate_zero2": 1} if cuda else {"maxk_train": 0}
-    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "PYTHONPATH": path}
+    env = env_with_src()
     out = record.setdefault("launch", {})
+    work.mkdir(parents=True, exist_ok=True)
     for job, gpus in jobs.items():
         prefix = launch_prefix(launch, gpus, basedir=str(ROOT), threads=4)
         if prefix == "maxk":  # the rule finds the installed entry point; here, this interpreter's maxk
@@ -285,20 +300,17 @@ def check_launch(model: Path, data: str, work: Path, record: dict, tiny: bool, s
                 "--data", data, "--out", str(work / job), "--metrics", str(work / f"{job}.csv"),
                 "--checkpoints", str(work / f"ckpt-{job}"), "--gpus", str(1 if cuda else 0)]  # fmt: skip
         cmd = f"{prefix} {shlex.join(args)}"
-        work.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, shell=True, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
         log = proc.stdout + proc.stderr
-        lines = [x[:200] for x in log.splitlines() if "deepspeed" in x.lower() or "zero" in x.lower()]
+        lines = [x[:200] for x in log.splitlines() if "deepspeed" in x.lower() or "ZeRO" in x]
         r: dict = {"command": prefix + " train ...", "rc": proc.returncode, "deepspeed_lines": lines[:12],
                    "wall_s": round(time.perf_counter() - t0, 1), "log_tail": log[-2500:]}  # fmt: skip
         metrics = work / f"{job}.csv"
         if proc.returncode == 0 and metrics.exists():
             m = pd.read_csv(metrics)
             vals = m[[c for c in ("loss", "grad_norm", "kl", "entropy", "reward") if c in m]].to_numpy(float)
-            r.update(steps=len(m), all_finite=bool(math.isfinite(vals.sum())),
-                     time_split_s={k: round(float(m[k].sum()), 2) for k in
-                                   ("time/generation_s", "time/reward_s", "time/update_s") if k in m},
+            r.update(steps=len(m), all_finite=bool(math.isfinite(vals.sum())), time_split_s=time_split(m),
                      model_saved=(work / job / "config.json").exists())  # fmt: skip
         out[job] = r
         print(f"launch {job}: rc={r['rc']} wall={r['wall_s']}s steps={r.get('steps')}", flush=True)
@@ -331,9 +343,8 @@ def main() -> None:
     def save() -> None:
         (out / "gpu_check.json").write_text(json.dumps(record, indent=1, sort_keys=True))
 
-    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
     cmd = [sys.executable, "-m", "maxk", "sandbox", "doctor"]
-    doctor = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
+    doctor = subprocess.run(cmd, capture_output=True, text=True, env=env_with_src())
     record["sandbox_doctor"] = {"rc": doctor.returncode, "output": (doctor.stdout + doctor.stderr)[-2500:]}
     save()
     print(json.dumps({k: record[k] for k in ("versions", "device")}), flush=True)
