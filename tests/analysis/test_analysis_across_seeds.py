@@ -12,7 +12,13 @@ import pandas as pd
 import pytest
 
 from maxk import paths as P
-from maxk.analysis.across_seeds import across_seeds, curve_bands, differences_frame, render_across_seeds
+from maxk.analysis.across_seeds import (
+    across_seeds,
+    curve_bands,
+    differences_frame,
+    pooled_instrument,
+    render_across_seeds,
+)
 from maxk.analysis.claims import NOT_WORKING
 from maxk.analysis.stats import two_level_draws, two_level_interval
 
@@ -56,6 +62,52 @@ def test_pooled_effect_is_the_mean_of_the_working_seeds_with_the_two_level_inter
     text = render_across_seeds(frame, 3, confidence=0.95, power=0.8)
     assert "seed 3 NOT WORKING" in text and "Pooled over 2 seed(s): 1, 2" in text
     assert "| `c1` | **" in text and "(n/w)" in text and "1 of 3" in text and "not tested" in text
+
+
+def _with_instrument(diffs: pd.DataFrame, objective: np.ndarray, rise: np.ndarray | None) -> pd.DataFrame:
+    parts = {"instrument": pd.Series(objective, index=[f"p{i:03d}" for i in range(objective.size)])}
+    if rise is not None:
+        parts["instrument_heldout"] = pd.Series(rise, index=[str(i) for i in range(rise.size)])
+    return pd.concat([diffs, differences_frame(parts)], ignore_index=True)
+
+
+def test_the_instrument_is_pooled_over_every_seed_working_or_not():
+    """Unlike the claims, the instrument's two parts pool every seed (a failing seed is part of the
+    answer to "does RL raise its objective on unseen problems"), with the two-level interval; a seed
+    whose differences.csv has no held-out rise adds nothing to that part."""
+    from maxk.seeds import derive_seed
+
+    rng = np.random.default_rng(5)
+    seeds = {1: (0.03, True), 2: (0.002, False), 3: (0.02, True)}
+    claims, diffs, objective, rise = {}, {}, {}, {}
+    for s, (shift, works) in seeds.items():
+        c, d, _ = _seed(rng, 0.01, works=works)
+        objective[s] = rng.normal(shift, 0.08, 60)
+        rise[s] = rng.normal(shift, 0.1, 30) if s != 3 else None
+        claims[s], diffs[s] = c, _with_instrument(d, objective[s], rise[s])
+    frame = across_seeds(claims, diffs, seed=9, **KW)
+    assert frame.set_index("id").loc["c1", "pooled_seeds"] == 2  # the claims still pool working seeds
+    parts = {p["part"]: p for p in frame.attrs["instrument"]}
+    obj, held = parts["instrument"], parts["instrument_heldout"]
+    assert obj["seeds"] == [1, 2, 3] and obj["works_in"] == 2 and held["seeds"] == [1, 2]
+    assert obj["effect"] == pytest.approx(np.mean([objective[s].mean() for s in seeds]))
+    rng_seed = derive_seed(9, "across_seeds", "instrument")
+    _, low, high = two_level_interval(list(objective.values()), seed=rng_seed, resamples=400, confidence=0.95)
+    assert (obj["ci_low"], obj["ci_high"]) == pytest.approx((low, high)) and obj["ok"] == (low > 0)
+    assert held["effect"] == pytest.approx((rise[1].mean() + rise[2].mean()) / 2)
+    text = render_across_seeds(frame, 3, confidence=0.95, power=0.8)
+    assert "instrument, max@1, run - base, mean over all 3 seed(s) that record it (working or not): " in text
+    assert "per-seed check passes on 2 of 3 seed(s)" in text and "held-out rise" in text
+    assert text.index("instrument, max@1") < text.index("| claim |")
+    # files written before the instrument's rows: no pooled line, the claims as before
+    old = across_seeds(claims, {s: d[d["claim"] == "c1"] for s, d in diffs.items()}, seed=9, **KW)
+    assert old.attrs["instrument"] == [] and "mean over all" not in render_across_seeds(
+        old, 3, confidence=0.95, power=0.8
+    )
+    # a part at zero on every seed is not above zero
+    flat = pooled_instrument({s: _with_instrument(diffs[s].iloc[:0], np.zeros(20), None) for s in (1, 2)},
+                             {1: True, 2: True}, seed=0, resamples=200, confidence=0.95)  # fmt: skip
+    assert len(flat) == 1 and flat[0]["effect"] == 0 and not flat[0]["ok"]
 
 
 def test_the_seed_level_widens_the_interval_when_seeds_disagree():
@@ -103,8 +155,10 @@ def test_the_command_writes_every_output(tmp_path):
         claims.append(str(paths[0]))
         diffs.append(str(paths[1]))
         metrics.append(str(paths[2]))
-    cfg = ('{"claims": {"dataset": "suite_test", "power": 0.8}, "significance": {"alpha": 0.05}, '
-           '"bootstrap": {"resamples": 100, "confidence": 0.95}, "decimals": 3, "models": {"base": "Base"}}')
+    cfg = (
+        '{"claims": {"dataset": "suite_test", "power": 0.8}, "significance": {"alpha": 0.05}, '
+        '"bootstrap": {"resamples": 100, "confidence": 0.95}, "decimals": 3, "models": {"base": "Base"}}'
+    )
     out = {k: str(tmp_path / P.across_seeds(k)) for k in ("csv", "md")}
     figs = [str(tmp_path / P.across_seeds_figure(n, "png")) for n in P.ACROSS_SEED_FIGURES]
     cmd = [sys.executable, "-m", "maxk", "analyze", "across-seeds", "--config-json", cfg, "--seed", "1",

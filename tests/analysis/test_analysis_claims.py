@@ -13,6 +13,7 @@ from scipy.stats import wilcoxon
 
 from maxk.analysis.claims import (
     CLAIMS,
+    INSTRUMENT_PARTS,
     LARGE,
     NOT_WORKING,
     BestOf,
@@ -238,6 +239,29 @@ def test_heldout_rise_needs_a_paired_interval_above_zero_when_problems_are_known
     assert "paired bootstrap over 64 problems): DOES NOT RISE" in md
 
 
+def test_instrument_check_hands_its_per_problem_values_to_the_across_seed_report():
+    """``differences``: the max@1 differences by problem id and the held-out rises by position, the
+    same values whose means the check reports (what `maxk analyze across-seeds` pools)."""
+    up = metrics_of(levels={"grpo_continuous": 0.2})
+    first = np.random.default_rng(1).uniform(0, 1, 16)
+    last = first + np.linspace(-0.1, 0.2, 16)
+    out: dict = {}
+    check = instrument_check(cfg(), up, seed=0, curve=[(0, 0.3), (8, 0.4)], endpoints=(first, last),
+                             differences=out)  # fmt: skip
+    assert set(out) == set(INSTRUMENT_PARTS)
+    d = (
+        up[("grpo_continuous", "ds")].set_index("problem_id")["max@1"]
+        - up[("base", "ds")].set_index("problem_id")["max@1"]
+    )
+    pd.testing.assert_series_equal(out["instrument"], d.sort_index(), check_names=False)
+    assert out["instrument"].mean() == pytest.approx(check["objective"]["effect"])
+    assert out["instrument_heldout"].to_numpy() == pytest.approx(last - first)
+    assert list(out["instrument_heldout"].index[:3]) == ["0", "1", "2"]
+    none: dict = {}
+    instrument_check(cfg(), up, seed=0, differences=none)  # no endpoints: no held-out values
+    assert set(none) == {"instrument"}
+
+
 def test_heldout_endpoints_read_the_first_and_last_point_of_a_training_csv():
     frame = pd.DataFrame(
         {
@@ -287,9 +311,11 @@ def test_cli_writes_csv_and_markdown(tmp_path, capsys):
     frame = pd.read_csv(out / "claims.csv")
     diffs = pd.read_csv(out / "differences.csv")
     assert list(diffs.columns) == ["claim", "problem_id", "difference"]
-    assert diffs.groupby("claim")["difference"].mean().to_dict() == pytest.approx(
-        frame.dropna(subset=["effect"]).set_index("id")["effect"].to_dict(), abs=1e-6
-    )
+    means = diffs.groupby("claim")["difference"].mean().to_dict()
+    assert set(INSTRUMENT_PARTS) & set(means) == {"instrument"}  # this test's curve has no endpoints
+    means.pop("instrument")
+    effects = frame.dropna(subset=["effect"]).set_index("id")["effect"].to_dict()
+    assert means == pytest.approx(effects, abs=1e-6)
     assert set(frame["id"]) >= ISSUE_IDS
     assert frame.set_index("id").loc["grpo_raises_pass_at_1", "holds"]
     assert (out / "claims.md").read_text().count("\n| `") == len(CLAIMS)

@@ -81,6 +81,8 @@ def test_clean_run_produces_every_artefact(clean_run: Path) -> None:
     assert list((once / "lab").iterdir()), "the estimator lab wrote nothing"
     across = (once / "claims" / "across_seeds.md").read_text()
     assert all(f"seed {s}" in across for s in SEEDS) and "grpo_raises_pass_at_1" in across
+    # the instrument over every seed, from the claims rule's differences.csv
+    assert f"instrument, max@1, run - base, mean over all {len(SEEDS)} seed(s)" in across
     for seed in SEEDS:
         _seed_artefacts(clean_run / P.seed_dir(seed))
     weights = [(clean_run / P.model_dir(s, "grpo_continuous") / "model.safetensors").read_bytes()

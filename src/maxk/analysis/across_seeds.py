@@ -17,6 +17,13 @@ each claim:
   replicates (normal approximation);
 - ``paper_effect``: the paper's own effect, where its tables have one.
 
+Before the claims, the instrument check pooled over **every** seed (``pooled_instrument``): each of
+its two parts (the instrument run's max@1 minus the base's on the claims' dataset, and its held-out
+rise, last minus first), the mean of the seeds' effects with the same two-level interval, beside the
+number of seeds where the check passes. Each seed's verdict still gates that seed's claims; the pooled
+line says whether RL raises its objective on unseen problems on average over training runs, which one
+seed's check, near the edge of its power, cannot (config/README.md#power).
+
 ``rliable`` (Agarwal et al. 2021) is not used: its interval estimates resample runs within tasks
 (stratified bootstrap) of scores aggregated per run, not a two-level (seed, then problem) hierarchy of
 paired differences, and it brings arch and seaborn for what ``two_level_draws`` does in a dozen lines
@@ -32,11 +39,18 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from maxk.analysis.claims import NOT_WORKING
+from maxk.analysis.claims import INSTRUMENT_PARTS, NOT_WORKING
 from maxk.analysis.stats import two_level_draws, two_level_interval
 from maxk.seeds import derive_seed
 
-__all__ = ["DIFFERENCE_COLUMNS", "across_seeds", "curve_bands", "differences_frame", "render_across_seeds"]
+__all__ = [
+    "DIFFERENCE_COLUMNS",
+    "across_seeds",
+    "curve_bands",
+    "differences_frame",
+    "pooled_instrument",
+    "render_across_seeds",
+]
 
 #: the long table of one seed's per-problem claim differences (``results/seed{seed}/claims/differences.csv``)
 DIFFERENCE_COLUMNS = ("claim", "problem_id", "difference")
@@ -61,6 +75,42 @@ def differences_frame(differences: Mapping[str, pd.Series]) -> pd.DataFrame:
 def _works(claims: pd.DataFrame) -> bool:
     """A seed's instrument works unless its claims read "instrument not working"."""
     return not (claims["verdict"] == NOT_WORKING).any()
+
+
+def pooled_instrument(
+    differences: Mapping[int, pd.DataFrame],
+    works: Mapping[int, bool],
+    *,
+    seed: int,
+    resamples: int,
+    confidence: float,
+) -> list[dict]:
+    """The instrument check over every seed: for each part of ``INSTRUMENT_PARTS`` that some seed's
+    differences carry, ``{"part", "what", "seeds", "effect", "ci_low", "ci_high", "ok"}``: the mean
+    over those seeds of each seed's mean difference, its two-level bootstrap interval
+    (``two_level_draws``; seeded per part), and ``ok`` when the interval is above zero. Every seed is
+    pooled, working or not (``works`` gives the count beside it): the question is whether RL raises its
+    objective on average over training runs. Seeds whose files predate the instrument's rows add
+    nothing; no seed with a part: no entry for it."""
+    out = []
+    for part, what in INSTRUMENT_PARTS.items():
+        per_seed = {s: f.loc[f["claim"] == part, "difference"].to_numpy(dtype=float)
+                    for s, f in differences.items()}  # fmt: skip
+        per_seed = {s: d for s, d in per_seed.items() if d.size}
+        if not per_seed:
+            continue
+        draws = two_level_draws(
+            list(per_seed.values()), seed=derive_seed(seed, "across_seeds", part), resamples=resamples
+        )
+        tail = (1.0 - confidence) / 2.0
+        low, high = (float(v) for v in np.quantile(draws, [tail, 1.0 - tail]))
+        out.append({
+            "part": part, "what": what, "seeds": sorted(per_seed),
+            "works_in": sum(bool(works.get(s)) for s in per_seed),
+            "effect": float(np.mean([d.mean() for d in per_seed.values()])), "ci_low": low, "ci_high": high,
+            "ok": low > 0,
+        })  # fmt: skip
+    return out
 
 
 def across_seeds(
@@ -130,7 +180,8 @@ def across_seeds(
         row["paper_effect"] = ref.get("paper_effect", math.nan)
         rows.append(row)
     frame = pd.DataFrame(rows)
-    frame.attrs.update(seeds=seeds, works=works)
+    instrument = pooled_instrument(differences, works, seed=seed, resamples=resamples, confidence=confidence)
+    frame.attrs.update(seeds=seeds, works=works, instrument=instrument)
     return frame
 
 
@@ -156,6 +207,16 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
         + f". Pooled over {len(ok)} seed(s): {', '.join(map(str, ok)) or 'none'}.",
         "",
     ]
+    for p in frame.attrs.get("instrument", []):
+        n = len(p["seeds"])
+        lines.append(
+            f"- instrument, {p['what']}, mean over all {n} seed(s) that record it (working or not): "
+            f"{_interval(p['effect'], p['ci_low'], p['ci_high'], decimals)} ({confidence:.0%} two-level "
+            f"bootstrap, seeds then problems): {'above zero' if p['ok'] else 'NOT above zero'}; the "
+            f"per-seed check passes on {p['works_in']} of {n} seed(s)"
+        )
+    if frame.attrs.get("instrument"):
+        lines.append("")
     head = [
         "claim",
         *(f"seed {s}" for s in seeds),

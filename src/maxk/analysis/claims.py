@@ -55,6 +55,7 @@ from maxk.seeds import derive_seed
 __all__ = [
     "CLAIMS",
     "COLUMNS",
+    "INSTRUMENT_PARTS",
     "LARGE",
     "BestOf",
     "Claim",
@@ -178,6 +179,9 @@ COLUMNS = (
 #: The run is ``analysis.claims.instrument_run`` (default: continuous GRPO, the paper's main run).
 INSTRUMENT_BASE, INSTRUMENT_METRIC = "base", "max@1"
 NOT_WORKING = "instrument not working"
+#: the instrument check's two parts in a seed's ``differences.csv`` (``instrument_check``'s ``differences``):
+#: the run's max@1 minus the base's per problem, and each held-out problem's last minus first mean reward
+INSTRUMENT_PARTS = {"instrument": "max@1, run - base", "instrument_heldout": "held-out rise, last - first"}
 
 
 def heldout_curve(train_metrics: pd.DataFrame) -> list[tuple[int, float]]:
@@ -212,6 +216,7 @@ def instrument_check(
     curve: Sequence[tuple[int, float]] | None = None,
     endpoints: tuple[np.ndarray, np.ndarray] | None = None,
     calibration: Mapping | None = None,
+    differences: dict[str, pd.Series] | None = None,
 ) -> dict:
     """Whether RL raises its own objective on unseen problems (see the module docstring).
 
@@ -221,7 +226,10 @@ def instrument_check(
     start. Returns ``{"objective": {run, base, metric, dataset, a_value, b_value, effect, ci_low,
     ci_high, n_problems, ok}, "curve": {points, first, last, ok, and with endpoints effect, ci_low,
     ci_high, n_problems} or None, "calibration": the base's block or None, "works": bool, "reason":
-    str}``. A missing run or metrics file makes ``works`` False with the reason.
+    str}``. A missing run or metrics file makes ``works`` False with the reason. ``differences``, when
+    given, is filled with the per-problem values of each part (``INSTRUMENT_PARTS``: the max@1
+    differences indexed by problem id, the held-out rises by position), which the across-seed report
+    pools (``maxk.analysis.across_seeds.pooled_instrument``).
     """
     dataset, run = cfg["claims"]["dataset"], cfg["claims"]["instrument_run"]
     out: dict = {"run": run, "objective": None, "curve": None, "calibration": calibration}
@@ -233,6 +241,8 @@ def instrument_check(
     series = {r: metrics[(r, d)].set_index("problem_id")[INSTRUMENT_METRIC].sort_index() for r, d in pairs}
     values = _aligned(series, "instrument")
     d = values[run] - values[INSTRUMENT_BASE]
+    if differences is not None:
+        differences["instrument"] = pd.Series(d, index=series[run].index, name="instrument")
     boot = cfg["bootstrap"]
     resamples, confidence = int(boot["resamples"]), float(boot["confidence"])
     effect, low, high = paired_interval(
@@ -249,6 +259,9 @@ def instrument_check(
         out["curve"] = {"points": [list(p) for p in curve], "first": first, "last": last, "ok": last > first}
         if endpoints is not None:
             rise = endpoints[1] - endpoints[0]
+            if differences is not None:
+                index = pd.Index([str(i) for i in range(len(rise))], name="problem_id")
+                differences["instrument_heldout"] = pd.Series(rise, index=index, name="instrument_heldout")
             mean, c_low, c_high = paired_interval(
                 rise, seed=derive_seed(seed, "claims", "heldout"), resamples=resamples, confidence=confidence
             )

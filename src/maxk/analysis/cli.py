@@ -111,8 +111,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--differences",
         default=None,
         metavar="CSV",
-        help="also write each tested claim's per-problem differences a - b (claim, problem_id, difference): "
-        "what `maxk analyze across-seeds` pools",
+        help="also write each tested claim's per-problem differences a - b (claim, problem_id, difference), "
+        "and the instrument check's (claims 'instrument': max@1 run - base; 'instrument_heldout': the "
+        "held-out rise): what `maxk analyze across-seeds` pools",
     )
     q.set_defaults(handler=_claims)
 
@@ -121,8 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="every claim across several seeds' runs (two-level bootstrap), with its figures",
         description="For each claim: each seed's effect and verdict, the seeds where it holds, the pooled "
         "effect with a two-level (seed, then problem) bootstrap interval over the seeds whose instrument "
-        "works, and the smallest detectable effect (maxk.analysis.across_seeds). Seeds are read from "
-        "the paths (results/seed{seed}/...).",
+        "works, and the smallest detectable effect (maxk.analysis.across_seeds); first, the instrument "
+        "check pooled over every seed. Seeds are read from the paths (results/seed{seed}/...).",
     )
     common(q)
     q.add_argument("--claims", nargs="+", required=True, metavar="CSV", help="each seed's claims.csv")
@@ -507,8 +508,9 @@ def _claims(args: argparse.Namespace) -> int:
     differences: dict = {}
     try:
         instrument = instrument_check(
-            cfg, metrics, seed=args.seed, curve=curve, endpoints=endpoints, calibration=calibration
-        )
+            cfg, metrics, seed=args.seed, curve=curve, endpoints=endpoints, calibration=calibration,
+            differences=differences,
+        )  # fmt: skip
         frame = evaluate_claims(
             cfg,
             metrics,
