@@ -86,9 +86,10 @@ def pooled_instrument(
     confidence: float,
 ) -> list[dict]:
     """The instrument check over every seed: for each part of ``INSTRUMENT_PARTS`` that some seed's
-    differences carry, ``{"part", "what", "seeds", "effect", "ci_low", "ci_high", "ok"}``: the mean
-    over those seeds of each seed's mean difference, its two-level bootstrap interval
-    (``two_level_draws``; seeded per part), and ``ok`` when the interval is above zero. Every seed is
+    differences carry, ``{"part", "what", "seeds", "works_in", "effect", "ci_low", "ci_high", "ok"}``:
+    the mean over those seeds of each seed's mean difference with its two-level bootstrap interval
+    (``two_level_interval``; seeded per part), ``works_in`` the seeds among them whose own check passes,
+    and ``ok`` when the interval is above zero. Every seed is
     pooled, working or not (``works`` gives the count beside it): the question is whether RL raises its
     objective on average over training runs. Seeds whose files predate the instrument's rows add
     nothing; no seed with a part: no entry for it."""
@@ -99,16 +100,14 @@ def pooled_instrument(
         per_seed = {s: d for s, d in per_seed.items() if d.size}
         if not per_seed:
             continue
-        draws = two_level_draws(
-            list(per_seed.values()), seed=derive_seed(seed, "across_seeds", part), resamples=resamples
-        )
-        tail = (1.0 - confidence) / 2.0
-        low, high = (float(v) for v in np.quantile(draws, [tail, 1.0 - tail]))
+        effect, low, high = two_level_interval(
+            list(per_seed.values()), seed=derive_seed(seed, "across_seeds", part), resamples=resamples,
+            confidence=confidence,
+        )  # fmt: skip
         out.append({
             "part": part, "what": what, "seeds": sorted(per_seed),
             "works_in": sum(bool(works.get(s)) for s in per_seed),
-            "effect": float(np.mean([d.mean() for d in per_seed.values()])), "ci_low": low, "ci_high": high,
-            "ok": low > 0,
+            "effect": effect, "ci_low": low, "ci_high": high, "ok": low > 0,
         })  # fmt: skip
     return out
 
