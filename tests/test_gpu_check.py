@@ -31,14 +31,15 @@ def test_gpu_check_rehearsal_trains_every_estimator_checks_generation_and_the_la
 
     assert record["rewards"].startswith("VariedScorer")
     train = record["train"]
+    off_policy = ("offpolicy_bon", "offpolicy_bon_exact", "offpolicy_bon_onstd", "offpolicy_bon_exact_onstd")
     assert set(train) == {
-        "grpo_continuous", "grpo_binary", "offpolicy_bon", "offpolicy_bon_exact", "bon_max_mean",
-        "bon_max_second", "bon_loo1", "bon_mean", "bon_subset_std", "bon_mean_centered",
+        "grpo_continuous", "grpo_binary", "bon_max_mean", "bon_max_second", "bon_loo1", "bon_mean",
+        "bon_subset_std", "bon_mean_centered", *off_policy,
     }  # fmt: skip
     for run, r in train.items():
         assert r["status"] == "ok", (run, r.get("trace"))
         assert r["all_finite"] and r["rows_match_steps"], run
-    for run in ("offpolicy_bon", "offpolicy_bon_exact"):  # 3 PPO iterations: one batch, three updates
+    for run in off_policy:  # 3 PPO iterations: one batch, three updates
         assert train[run]["steps"] == 4 and len(train[run]["delta_iters"]) == 3
     assert train["grpo_continuous"]["last"]["grad_norm"] > 0  # varied rewards reach the gradient
     gen = record["generate"]

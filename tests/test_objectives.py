@@ -39,8 +39,14 @@ def assert_close(got: torch.Tensor, want: list[list[float]], tol: float = TOL) -
 
 
 PAPER = {"grpo", "bon_max_mean", "bon_max_second", "bon_loo1", "bon_mean", "offpolicy_bon"}
-BEYOND = {"offpolicy_bon_exact", "bon_subset_std", "bon_mean_centered"}
-OFF_POLICY = {"offpolicy_bon", "offpolicy_bon_exact"}
+BEYOND = {
+    "offpolicy_bon_exact",
+    "bon_subset_std",
+    "bon_mean_centered",
+    "offpolicy_bon_onstd",
+    "offpolicy_bon_exact_onstd",
+}
+OFF_POLICY = {"offpolicy_bon", "offpolicy_bon_exact", "offpolicy_bon_onstd", "offpolicy_bon_exact_onstd"}
 
 
 def test_registry_has_the_paper_six_and_the_new_methods() -> None:

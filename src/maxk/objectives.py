@@ -23,6 +23,16 @@ Beyond the paper (issue 15; each docstring gives its formula and source):
 ``bon_mean_centered``    max@k transform minus its group mean, no std (Dr. GRPO-style ablation)
 =======================  ====================================================================
 
+Off-policy variants that add no signal where there is none (issue 38): the off-policy transform
+centred by its group mean but scaled by the spread of the ON-POLICY transform, and 0 in a group whose
+on-policy transform is flat (``_onstd_advantages``):
+
+=============================  ==============================================================
+``offpolicy_bon_onstd``        ``offpolicy_bon`` with the on-policy spread (first-order transform)
+``offpolicy_bon_exact_onstd``  ``offpolicy_bon_exact`` with the on-policy spread (exact transform,
+                               own ratio left out by default)
+=============================  ==============================================================
+
 All closed forms are derived in sorted order. Sort each group ascending (ties broken by a stable
 sort; any consistent order gives the same numbers, see ``bon_rewards``), compute with prefix and
 suffix sums, then scatter back. Cost: O(n log n) per group, batched over groups.
@@ -45,6 +55,7 @@ from scipy.special import gammaln
 __all__ = [
     "ESTIMATORS",
     "GRPO_STD_EPS",
+    "OBJECTIVES",
     "REWARD_KINDS",
     "EstimatorSpec",
     "bon_loo1_advantages",
@@ -60,6 +71,8 @@ __all__ = [
     "needs_k",
     "offpolicy_bon_advantages",
     "offpolicy_bon_exact_advantages",
+    "offpolicy_bon_exact_onstd_advantages",
+    "offpolicy_bon_onstd_advantages",
     "offpolicy_bon_rewards",
     "offpolicy_bon_rewards_exact",
     "register",
@@ -86,7 +99,9 @@ class EstimatorSpec:
     ``min_k``: None when it takes no subset size; else the smallest k it is defined for (k <= n, the
     group size, always). ``uses_deltas``: off-policy, its advantages depend on the importance-ratio
     deltas ``rho - 1`` (and ``delta_clamp``, ``own_ratio``), recomputed at every PPO iteration.
-    ``reward_kinds``: the rewards it is meant for.
+    ``reward_kinds``: the rewards it is meant for. ``objective`` (``OBJECTIVES``): what a run trained
+    with it should raise, read by the per-run learning check (``maxk.analysis.learning``): by default
+    max@k where it takes a k, else max@1.
     """
 
     name: str
@@ -94,6 +109,7 @@ class EstimatorSpec:
     min_k: int | None = None
     uses_deltas: bool = False
     reward_kinds: tuple[str, ...] = REWARD_KINDS
+    objective: str = "max@1"
 
     @property
     def needs_k(self) -> bool:
@@ -108,6 +124,10 @@ class EstimatorSpec:
             raise ValueError(f"{self.name}: {what}={k} must be in [{self.min_k}, num_generations={n}]")
 
 
+#: What an estimator optimises (``EstimatorSpec.objective``): the mean reward (max@1), max@k at the run's
+#: ``bon_k``, or max@n over its ``num_generations`` samples (BoN-max rewards the best of the n it draws).
+OBJECTIVES: tuple[str, ...] = ("max@1", "max@k", "max@n")
+
 #: name -> its spec, in registration order.
 ESTIMATORS: dict[str, EstimatorSpec] = {}
 
@@ -118,6 +138,7 @@ def register(
     min_k: int | None = None,
     uses_deltas: bool = False,
     reward_kinds: tuple[str, ...] = REWARD_KINDS,
+    objective: str | None = None,
 ) -> Callable[[Estimator], Estimator]:
     """Decorator adding an estimator to ``ESTIMATORS`` under ``name`` with its constraints
     (``EstimatorSpec``)."""
@@ -127,7 +148,10 @@ def register(
             raise ValueError(f"advantage estimator {name!r} registered twice")
         if min_k is not None and min_k < 1:
             raise ValueError(f"{name}: min_k must be >= 1, got {min_k}")
-        ESTIMATORS[name] = EstimatorSpec(name, fn, min_k, uses_deltas, tuple(reward_kinds))
+        aim = objective or ("max@1" if min_k is None else "max@k")
+        if aim not in OBJECTIVES:
+            raise ValueError(f"{name}: objective must be one of {OBJECTIVES}, got {aim!r}")
+        ESTIMATORS[name] = EstimatorSpec(name, fn, min_k, uses_deltas, tuple(reward_kinds), aim)
         return fn
 
     return deco
@@ -221,18 +245,35 @@ def _unsort(values_sorted: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
     return out.scatter_(-1, order, values_sorted)
 
 
-def zscore(values: torch.Tensor, eps: float = GRPO_STD_EPS) -> torch.Tensor:
+def zscore(
+    values: torch.Tensor, eps: float = GRPO_STD_EPS, *, spread_of: torch.Tensor | None = None
+) -> torch.Tensor:
     """``(x - mean) / (std + eps)`` per group, std Bessel-corrected, as TRL's GRPOTrainer (eq. 5).
 
+    ``spread_of`` (same shape): divide by the std of these values instead of ``values``' own (the
+    ``_onstd`` estimators centre the off-policy transform but scale it by the on-policy one's spread).
     A group of one completion has an undefined std in TRL (NaN advantages, which TRL then sets to 0);
     here it gets 0 directly.
     """
     values = _check_rewards(values)
+    spread_of = values if spread_of is None else _check_rewards(spread_of)
+    if spread_of.shape != values.shape:
+        raise ValueError(f"spread_of must have shape {tuple(values.shape)}, got {tuple(spread_of.shape)}")
     if values.shape[-1] < 2:
         return torch.zeros_like(values)
     mean = values.mean(dim=-1, keepdim=True)
-    std = values.std(dim=-1, keepdim=True, unbiased=True)
+    std = spread_of.std(dim=-1, keepdim=True, unbiased=True)
     return (values - mean) / (std + eps)
+
+
+def _flat(rewards_sorted: torch.Tensor, k: int) -> torch.Tensor:
+    """``[groups, 1]``: every k-subset of the group has the same maximum, ``r_(k) = r_(n)`` in ascending
+    order. Exactly where the max@k transform ``bon_rewards`` is constant (no max@k signal): if
+    ``r_(k) = r_(n)`` every subset's maximum is ``r_(n)``, so each ``r~_i = (k/n) r_(n)``; otherwise
+    swapping the lowest and the top completion maps the subsets holding the lowest one onto those
+    holding the top one, never lowering the maximum and raising it for ``{1..k}`` (``r_(k) < r_(n)``),
+    so ``r~_(n) > r~_(1)``."""
+    return rewards_sorted[..., k - 1 : k] == rewards_sorted[..., -1:]
 
 
 # --------------------------------------------------------------------------------------------
@@ -439,7 +480,7 @@ def grpo_advantages(rewards: torch.Tensor, **_: object) -> torch.Tensor:
     return zscore(rewards)
 
 
-@register("bon_max_mean")
+@register("bon_max_mean", objective="max@n")
 def bon_max_mean_advantages(rewards: torch.Tensor, **_: object) -> torch.Tensor:
     """BoN-max-mean (appendix A; Chow et al.): ``A_i = r_i - mean(r)`` if ``r_i = max(r)``, else 0.
 
@@ -451,7 +492,7 @@ def bon_max_mean_advantages(rewards: torch.Tensor, **_: object) -> torch.Tensor:
     return torch.where(rewards == top, adv, torch.zeros_like(adv))
 
 
-@register("bon_max_second")
+@register("bon_max_second", objective="max@n")
 def bon_max_second_advantages(rewards: torch.Tensor, **_: object) -> torch.Tensor:
     """BoN-max-second (appendix A): ``A_i = r_i - max{r_j : r_j != max(r)}`` if ``r_i = max(r)``.
 
@@ -545,6 +586,83 @@ def offpolicy_bon_exact_advantages(
     return zscore(offpolicy_bon_rewards_exact(rewards, d, k, own_ratio=own_ratio))
 
 
+def _onstd_advantages(rewards: torch.Tensor, transformed: torch.Tensor, k: int) -> torch.Tensor:
+    """``A_i = (c_i - mean_j c_j) / (std_j(r~_j) + eps)`` with ``c`` an off-policy transform and
+    ``r~ = bon_rewards(r, k)`` the on-policy one of the same group; exactly 0 in a group whose
+    ``r~`` is constant (``_flat``). See ``offpolicy_bon_onstd_advantages`` for the derivation."""
+    n = rewards.shape[-1]
+    k = _check_k(n, k)
+    adv = zscore(transformed, spread_of=bon_rewards(rewards, k))
+    flat = _flat(_sorted(rewards)[0], k)
+    return torch.where(flat, torch.zeros_like(adv), adv)
+
+
+@register("offpolicy_bon_onstd", min_k=1, uses_deltas=True)
+def offpolicy_bon_onstd_advantages(
+    rewards: torch.Tensor,
+    *,
+    k: int,
+    deltas: torch.Tensor | None = None,
+    delta_clamp: float | None = None,
+    **_: object,
+) -> torch.Tensor:
+    """``offpolicy_bon`` scaled by the ON-POLICY transform's spread (ours, issue 38):
+
+        ``A_i = (r'_i - mean_j r'_j) / (std_j(r~_j) + eps)``, and ``A_i = 0`` where ``r~`` is constant,
+
+    ``r' = offpolicy_bon_rewards(r, delta, k)`` (section 3.3, appendix E), ``r~ = bon_rewards(r, k)``
+    (eq. 9), std Bessel-corrected and ``eps = GRPO_STD_EPS`` as in ``zscore``.
+
+    Derivation. ``r' = r~ + D`` with ``D`` the importance correction, linear in delta
+    (``D_i = (1/C(n,k)) sum_{I ∋ i} (sum_{l in I} delta_l) max r_I``). ``bon_mean`` divides
+    ``r~ - mean`` by ``std(r~)``, a per-group scale set by the rewards (GRPO's normalisation). The
+    paper's ``offpolicy_bon`` z-scores ``r'`` instead, so its scale depends on the deltas too: in a
+    group whose top ``n-k+1`` rewards tie ``r~`` is constant, ``std(r') = std(D) = O(delta)`` and
+    ``zscore(r') = zscore(D)``, unit-size advantages with no reward signal (pushing up whatever the
+    previous PPO iteration raised). Keeping the on-policy scale gives
+    ``A = bon_mean + (D - mean D) / (std(r~) + eps)``: the correction keeps its first-order size relative
+    to the reward signal (as in ``r'`` itself), is exactly linear in delta, and moves ``A`` the way
+    the paper's transform moves (``dA_i/d delta_i = (1 - k/n) r~_i / (std(r~) + eps)``, since
+    ``sum_l dr'_l/d delta_i = k r~_i``). Where ``r~`` is constant the group has no max@k signal and
+    ``bon_mean`` gives 0; dividing ``D`` by ``eps`` would blow it up, so it gets exactly 0. With deltas
+    None or 0 it equals ``bon_mean``. Deltas are clamped exactly as for ``offpolicy_bon``.
+    Caveat: where ``std(r~)`` is small but not 0 (nearly flat groups) ``D / std(r~)`` is not bounded
+    by bon_mean's unit scale; there the delta term dominates ``r'`` itself (the estimator lab,
+    ``maxk.analysis.lab``, measures the effect on the gradient).
+    """
+    rewards = _check_rewards(rewards)
+    transformed = offpolicy_bon_rewards(rewards, _clamped(rewards, deltas, delta_clamp), k)
+    return _onstd_advantages(rewards, transformed, k)
+
+
+@register("offpolicy_bon_exact_onstd", min_k=1, uses_deltas=True)
+def offpolicy_bon_exact_onstd_advantages(
+    rewards: torch.Tensor,
+    *,
+    k: int,
+    deltas: torch.Tensor | None = None,
+    delta_clamp: float | None = None,
+    own_ratio: bool = False,
+    **_: object,
+) -> torch.Tensor:
+    """``offpolicy_bon_exact`` scaled by the ON-POLICY transform's spread (ours, issue 38):
+
+        ``A_i = (c_i - mean_j c_j) / (std_j(r~_j) + eps)``, and ``A_i = 0`` where ``r~`` is constant,
+
+    ``c = offpolicy_bon_rewards_exact(r, delta, k, own_ratio)`` (issue 15; eq. 10 of the paper, own
+    ratio left out by default as in ``offpolicy_bon_exact``), ``r~ = bon_rewards(r, k)``, std
+    Bessel-corrected plus ``GRPO_STD_EPS``. Same derivation as ``offpolicy_bon_onstd_advantages`` with
+    ``c = r~ + D``, ``D`` now the exact (not linear) importance correction: z-scoring ``c`` turns a
+    flat group's ``D`` into unit-size advantages; scaling by ``std(r~)`` keeps ``D`` at its size relative
+    to the reward signal, and a flat group gets exactly 0. With deltas None or 0 (either own_ratio)
+    it equals ``bon_mean``.
+    """
+    rewards = _check_rewards(rewards)
+    d = _clamped(rewards, deltas, delta_clamp)
+    transformed = offpolicy_bon_rewards_exact(rewards, d, k, own_ratio=own_ratio)
+    return _onstd_advantages(rewards, transformed, k)
+
+
 @register("bon_subset_std", min_k=1)
 def bon_subset_std_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.Tensor:
     """max@k transform standardised by the subset maxima's spread (issue 15).
@@ -566,7 +684,7 @@ def bon_subset_std_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> 
     w = _coef(n, k, 0, r)
     mean = (w * r).sum(dim=-1, keepdim=True)
     std = (w * (r - mean) ** 2).sum(dim=-1, keepdim=True).clamp(min=0).sqrt()
-    constant = r[..., k - 1 : k] == r[..., -1:]
+    constant = _flat(r, k)
     adv = ((n / k) * bon_rewards(rewards, k) - mean) / torch.where(constant, torch.ones_like(std), std)
     return torch.where(constant, torch.zeros_like(adv), adv)
 
@@ -595,7 +713,8 @@ def compute_advantages(
     """Advantages of ``method`` (a name in ``ESTIMATORS``) for ``[groups, n]`` rewards.
 
     ``k`` is required by the BoN transforms (``needs_k``); ``deltas``/``delta_clamp`` are used by the
-    off-policy ones (``uses_deltas``), ``own_ratio`` by ``offpolicy_bon_exact`` only.
+    off-policy ones (``uses_deltas``), ``own_ratio`` by ``offpolicy_bon_exact`` and
+    ``offpolicy_bon_exact_onstd`` only (the others take it and ignore it).
     """
     spec = estimator(method)
     if spec.needs_k and k is None:

@@ -11,7 +11,8 @@ of ``replicates`` (``{seed}``)::
     results/figures/across_seeds_*.{pdf,png}   curves with across-seed bands; the claims' intervals
     results/seed{seed}/                        one seed's run:
         data/{dataset}.edge.jsonl.gz           the RL prompts at the base's edge of competence
-        models/base                            the embedded base model (when the workflow builds it)
+        models/base                            the embedded base model (when the workflow builds it);
+                                               metrics/train/base.csv its SFT curve
         models/{run}                           a trained run; metrics/train/{run}.csv its curves
         models/{model}/trained_on.json         every problem the model saw in training
         samples/{model}/{dataset}.parquet      samples (+ .manifest.json; shards in {dataset}/shard{i})
@@ -112,6 +113,11 @@ def train_metrics(seed: Seed, run: str) -> str:
     return f"{seed_dir(seed)}/metrics/train/{run}.csv"
 
 
+def base_curve(seed: Seed) -> str:
+    """The embedded base model's SFT curve (one row per logged step), beside the runs' curves."""
+    return train_metrics(seed, BASE)
+
+
 def samples(seed: Seed, model: str, dataset: str, ext: str = ".parquet") -> str:
     return f"{seed_dir(seed)}/samples/{model}/{dataset}{ext}"
 
@@ -159,6 +165,12 @@ def entropy_estimates(seed: Seed, ext: str) -> str:
 def claims(seed: Seed, ext: str) -> str:
     """The claims of the paper tested on one seed's run (``ext`` ``csv`` or ``md``)."""
     return f"{seed_dir(seed)}/claims/claims.{ext}"
+
+
+def learning(seed: Seed) -> str:
+    """What each run of one seed learned: its own objective on the test set, the held-out pool and its
+    own training prompts, and the off-policy regime (``maxk.analysis.learning``)."""
+    return f"{seed_dir(seed)}/claims/learning.csv"
 
 
 def claim_differences(seed: Seed) -> str:

@@ -19,21 +19,23 @@ from maxk.analysis.across_seeds import (
     pooled_instrument,
     render_across_seeds,
 )
-from maxk.analysis.claims import NOT_WORKING
+from maxk.analysis.claims import NOT_TESTABLE, NOT_WORKING
 from maxk.analysis.stats import two_level_draws, two_level_interval
 
 ROOT = Path(__file__).resolve().parents[2]
 KW = {"resamples": 400, "confidence": 0.95, "alpha": 0.05, "power": 0.8}
 
 
-def _seed(rng, shift: float, *, works: bool = True, holds=("c1",), n: int = 40):
-    """One seed's claims.csv and differences.csv: claim c1 with mean ``shift``, c2 untested."""
+def _seed(rng, shift: float, *, works: bool = True, holds=("c1",), n: int = 40, gate: str | None = None):
+    """One seed's claims.csv and differences.csv: claim c1 with mean ``shift`` (``gate``: not testable
+    there, for that reason), c2 untested."""
     d = rng.normal(shift, 0.1, size=n)
+    verdict = NOT_WORKING if not works else ("holds" if "c1" in holds else "does not hold")
     claims = pd.DataFrame(
         [
             {"id": "c1", "statement": "a beats b", "metric": "max", "effect": d.mean(),
              "ci_low": d.mean() - 0.03, "ci_high": d.mean() + 0.03, "paper_effect": 0.05,
-             "verdict": NOT_WORKING if not works else ("holds" if "c1" in holds else "does not hold")},
+             "verdict": f"{NOT_TESTABLE}: {gate}" if gate else verdict},
             {"id": "c2", "statement": "untested", "metric": "pass", "effect": math.nan, "ci_low": math.nan,
              "ci_high": math.nan, "paper_effect": math.nan, "verdict": "not tested"},
         ]
@@ -46,10 +48,12 @@ def test_pooled_effect_is_the_mean_of_the_working_seeds_with_the_two_level_inter
     rng = np.random.default_rng(0)
     (c1, d1, a1), (c2, d2, a2) = _seed(rng, 0.05), _seed(rng, 0.01, holds=())
     c3, d3, _ = _seed(rng, -0.2, works=False)
-    frame = across_seeds({1: c1, 2: c2, 3: c3}, {1: d1, 2: d2, 3: d3}, seed=9, **KW)
+    c4, d4, _ = _seed(rng, 0.3, gate="bon_mean did not raise max@4")
+    frame = across_seeds({1: c1, 2: c2, 3: c3, 4: c4}, {1: d1, 2: d2, 3: d3, 4: d4}, seed=9, **KW)
     row = frame.set_index("id").loc["c1"]
-    assert row["pooled_seeds"] == 2 and row["tested_in"] == 3 and row["holds_in"] == 1
-    assert row["effect"] == pytest.approx((a1.mean() + a2.mean()) / 2)  # seed 3's instrument: not pooled
+    assert row["pooled_seeds"] == 2 and row["tested_in"] == 2 and row["holds_in"] == 1
+    # seed 3's instrument and seed 4's run that did not learn: listed, not pooled, not counted as read
+    assert row["effect"] == pytest.approx((a1.mean() + a2.mean()) / 2)
     from maxk.seeds import derive_seed
 
     _, low, high = two_level_interval([a1, a2], seed=derive_seed(9, "across_seeds", "c1"), resamples=400,
@@ -60,8 +64,9 @@ def test_pooled_effect_is_the_mean_of_the_working_seeds_with_the_two_level_inter
     untested = frame.set_index("id").loc["c2"]
     assert untested["tested_in"] == 0 and untested["pooled_seeds"] == 0 and math.isnan(untested["effect"])
     text = render_across_seeds(frame, 3, confidence=0.95, power=0.8)
-    assert "seed 3 NOT WORKING" in text and "Pooled over 2 seed(s): 1, 2" in text
-    assert "| `c1` | **" in text and "(n/w)" in text and "1 of 3" in text and "not tested" in text
+    assert "seed 3 NOT WORKING" in text and "(3 of 4)" in text
+    assert "| `c1` | **" in text and "(n/w)" in text and "(n/t)" in text and "1 of 2" in text
+    assert "not tested" in text
 
 
 def _with_instrument(diffs: pd.DataFrame, objective: np.ndarray, rise: np.ndarray | None) -> pd.DataFrame:
@@ -175,3 +180,34 @@ def test_the_command_writes_every_output(tmp_path):
     bad[bad.index("--claims") + 1] = str(tmp_path / "claims.csv")
     res = subprocess.run(bad, capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode != 0 and "--claims" in res.stderr and "not under a results/seed" in res.stderr
+
+
+def test_what_each_run_learned_is_listed_per_seed_and_pooled_over_seeds():
+    """Each seed's learning.csv row (test-set effect, regime) and each part pooled with the two-level
+    interval over the seeds that measured it (their per-problem values in differences.csv)."""
+    from maxk.analysis.across_seeds import learning_across_seeds, render_learning_across_seeds
+    from maxk.seeds import derive_seed
+
+    rng = np.random.default_rng(2)
+    learning, differences, tests = {}, {}, []
+    for s, shift in ((1, 0.05), (2, -0.02)):
+        d = rng.normal(shift, 0.05, size=30)
+        tests.append(d)
+        learning[s] = pd.DataFrame([
+            {"run": "offpolicy_bon", "objective": "max@4", "test_effect": d.mean(),
+             "test_ci_low": d.mean() - 0.01, "test_ci_high": d.mean() + 0.01, "off_policy": True,
+             "clamped_frac": 0.4 if s == 2 else 0.01, "regime_ok": s == 1},
+        ])  # fmt: skip
+        ids = pd.Index([f"p{i}" for i in range(30)], name="problem_id")
+        differences[s] = differences_frame({"learned:test:offpolicy_bon": pd.Series(d, index=ids)})
+    rows = learning_across_seeds(learning, differences, seed=4, resamples=300, confidence=0.95)
+    (row,) = rows
+    assert row["run"] == "offpolicy_bon" and row["objective"] == "max@4" and set(row["seeds"]) == {1, 2}
+    key = "learned:test:offpolicy_bon"
+    want = two_level_interval(tests, seed=derive_seed(4, "across_seeds", key), resamples=300, confidence=0.95)
+    pooled = row["pooled"]["test"]
+    assert (pooled["effect"], pooled["ci_low"], pooled["ci_high"]) == pytest.approx(want)
+    assert pooled["seeds"] == 2 and "heldout" not in row["pooled"]
+    text = "\n".join(render_learning_across_seeds(rows, [1, 2], 3))
+    assert "## What each run learned, across seeds" in text and "(2 seeds)" in text
+    assert "1: in (1% clamped); 2: out (40% clamped)" in text and "| not measured |" in text

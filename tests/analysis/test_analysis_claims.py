@@ -341,7 +341,7 @@ def test_large_k_is_the_paper_s_128_when_samples_allow():
 def test_the_instrument_run_is_a_setting():
     """analysis.claims.instrument_run picks the run checked (default: continuous GRPO); its pair and the
     base's are inputs of the claims job, and the check reads that run, not continuous GRPO."""
-    from maxk.workflow.targets import instrument_curve
+    from maxk.workflow.targets import run_curves
 
     assert cfg()["claims"]["instrument_run"] == "grpo_continuous"
     other = cfg(instrument_run="grpo_e4_ppo1")
@@ -350,6 +350,8 @@ def test_the_instrument_run_is_a_setting():
     check = instrument_check(other, metrics, seed=0)
     assert check["works"] and check["run"] == check["objective"]["run"] == "grpo_e4_ppo1"
     assert ("grpo_e4_ppo1", "ds") in claim_inputs(other)[0] and ("base", "ds") in claim_inputs(other)[0]
-    config = {"analysis": other, "runs": {"grpo_e4_ppo1": {}, "grpo_continuous": {}}}
-    assert instrument_curve(config, 1234) == ["results/seed1234/metrics/train/grpo_e4_ppo1.csv"]
-    assert instrument_curve({**config, "runs": {"grpo_continuous": {}}}, 1234) == []
+    # the claims job reads every compared run's curves (the learning table), the instrument run's among them
+    config = {"analysis": other, "runs": {"grpo_e4_ppo1": {}, "grpo_continuous": {}, "unlisted": {}}}
+    curves = [f"results/seed1234/metrics/train/{r}.csv" for r in ("grpo_continuous", "grpo_e4_ppo1")]
+    assert run_curves(config, 1234) == curves
+    assert run_curves({**config, "analysis": {**other, "claims": None}}, 1234) == []

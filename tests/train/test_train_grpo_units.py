@@ -182,3 +182,18 @@ def test_the_trainer_config_takes_every_default_it_shares_with_the_schema_from_t
         assert f.default == schema[f.name], f.name
     run = with_defaults("runs", {"r": {"method": "grpo"}})["r"]
     assert MaxKGRPOConfig.__dataclass_fields__["reward_kind"].default == run["reward_kind"] == "continuous"
+
+
+def test_delta_stats_measure_the_off_policy_regime():
+    """The regime the first-order off-policy transform assumes (delta ~ 0): |delta| mean and
+    quantiles, and the share clamped, each against a hand count."""
+    from maxk.train.grpo import DELTA_QUANTILES, delta_stats
+
+    deltas = torch.tensor([0.0, -0.01, 0.02, -0.03, 0.3, -0.5, 0.04, 0.1, -0.2, 0.25])
+    stats = dict(delta_stats(deltas, clamp=0.2))
+    assert DELTA_QUANTILES == (0.5, 0.9) and set(stats) == {"abs_mean", "abs_q50", "abs_q90", "clamped_frac"}
+    assert stats["abs_mean"] == pytest.approx(1.45 / 10)
+    assert stats["abs_q50"] == pytest.approx((0.04 + 0.1) / 2)  # linear interpolation, 10 values
+    assert stats["abs_q90"] == pytest.approx(0.3 + 0.1 * (0.5 - 0.3))
+    assert stats["clamped_frac"] == pytest.approx(0.3)  # 0.3, -0.5, 0.25 lie beyond 0.2 (0.2 itself does not)
+    assert delta_stats(torch.zeros(0), clamp=0.2) == []

@@ -8,8 +8,24 @@ import pandas as pd
 import pytest
 from train_helpers import make_trainer
 
-from maxk.train.heldout import PROBLEM_REWARDS, HeldoutCurve, heldout_problems
+from maxk.metrics import max_at_k
+from maxk.train.heldout import (
+    OWN,
+    PROBLEM_REWARDS,
+    HeldoutCurve,
+    heldout_problems,
+    own_problems,
+    problem_column,
+)
 from maxk.train.run import write_metrics_csv
+
+
+def test_own_prompts_are_a_seeded_subset_of_the_run_s_prompts():
+    problems = [{"id": f"p{i}"} for i in range(10)]
+    chosen = own_problems(problems, 4, seed=3)
+    assert chosen == own_problems(problems, 4, seed=3) and len(chosen) == 4
+    assert [p["id"] for p in chosen] == sorted(p["id"] for p in chosen)  # file order kept
+    assert own_problems(problems, 4, seed=4) != chosen and own_problems(problems, 40, seed=3) == problems
 
 
 def test_heldout_problems_are_outside_the_run_and_seeded():
@@ -59,7 +75,25 @@ def test_curve_is_measured_before_and_during_training(tiny_model_dir, tmp_path):
         seed=0,
     )
     trainer.add_callback(curve)
+    own_scorer = DigitScorer()  # the run's own prompts: before the first step and after the last only
+    own = HeldoutCurve(problems[:2], ids[:2], scorer=own_scorer, extract=lambda text, problem: text,
+                       tokenizer=tok, samples=4, every=None, max_new_tokens=8, temperature=1.0, top_p=1.0,
+                       stop_token_ids=list(trainer.eos_token_ids), seed=0, prefix=OWN)  # fmt: skip
+    trainer.add_callback(own)
     trainer.train()
+    own_points = [e for e in trainer.state.log_history if "own/reward" in e]
+    assert [p["step"] for p in own_points] == [0, 4] and all(len(c) == 8 for c in own_scorer.calls)
+    for p, texts in zip(own_points, own_scorer.calls, strict=True):
+        rewards = [
+            [sum(c.isdigit() for c in t) / max(1, len(t)) for t in texts[4 * i : 4 * i + 4]] for i in range(2)
+        ]
+        # each problem's unbiased max@k (k = 2, 4 of its 4 samples) and pass@1, in problem order
+        for k in (2, 4):
+            got = [float(v) for v in p[problem_column(OWN, f"max@{k}")].split()]
+            assert got == pytest.approx([max_at_k(r, k) for r in rewards], abs=1e-5)
+        assert p[problem_column(OWN, "max@4")] == " ".join(f"{max(r):.6g}" for r in rewards)
+        passed = [float(v) for v in p[problem_column(OWN, "pass@1")].split()]
+        assert passed == pytest.approx([sum(x > 0.5 for x in r) / 4 for r in rewards])
     points = [e for e in trainer.state.log_history if "heldout/reward" in e]
     assert [p["step"] for p in points] == [0, 2, 4]
     assert all(len(c) == 12 for c in scorer.calls)  # 3 problems x 4 samples each time
@@ -84,6 +118,15 @@ def test_curve_is_measured_before_and_during_training(tiny_model_dir, tmp_path):
     assert set(by_step) == {"0", "1", "2", "3", "4"}
     col = header.index("heldout/reward")
     assert by_step["0"][col] and by_step["2"][col] and not by_step["1"][col]
+    col = header.index("own/reward")  # merged into the rows of steps 0 and 4 only
+    assert by_step["0"][col] and by_step["4"][col] and not by_step["2"][col]
+    from maxk.analysis.learning import measured_endpoints
+
+    start, end = measured_endpoints(pd.read_csv(rows), OWN, "max@4")
+    assert start.tolist() == pytest.approx(
+        [float(v) for v in own_points[0][problem_column(OWN, "max@4")].split()]
+    )
+    assert end.size == 2 and measured_endpoints(pd.read_csv(rows), OWN, "max@8") is None
     from maxk.analysis.claims import heldout_endpoints
 
     first, last = heldout_endpoints(pd.read_csv(rows))

@@ -136,7 +136,8 @@ def test_final_targets_cover_every_declared_output(name):
     assert not [f for f in out if "across_seeds" in f]  # one seed: no across-seed job
     # every metrics file an analysis job reads comes from a declared (model, dataset) pair
     analysis = config["analysis"]
-    pairs = targets.significance_pairs(analysis) + targets.claims_pairs(analysis)[0]
+    pairs = targets.significance_pairs(analysis) + targets.claims_pairs(config)[0]
+    assert {(run, analysis["claims"]["dataset"]) for run in ("base", *config["runs"])} <= set(pairs)
     for m, d in pairs:
         assert m in analysis["models"] and d in config["datasets"]
 

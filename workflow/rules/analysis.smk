@@ -7,7 +7,7 @@ from maxk.workflow import targets as T
 
 ANALYSIS = config["analysis"]
 #: (metrics pairs, samples pairs) the claims read
-CLAIMS_PAIRS = T.claims_pairs(ANALYSIS)
+CLAIMS_PAIRS = T.claims_pairs(config)
 #: figure 2's (model, dataset) pairs re-scored for the exact entropy (figures.entropy.rescore)
 RESCORE_PAIRS = T.rescore_pairs(ANALYSIS)
 ENTROPY_ESTIMATES = (
@@ -216,7 +216,7 @@ rule analysis_claims:
     input:
         metrics=lambda wc: T.metrics_files(CLAIMS_PAIRS[0], wc.seed),
         samples=lambda wc: T.samples_files(CLAIMS_PAIRS[1], wc.seed),
-        train_metrics=lambda wc: T.instrument_curve(config, wc.seed),
+        train_metrics=lambda wc: T.run_curves(config, wc.seed),
         base_model=lambda wc: P.model_inputs(config, wc.seed, P.BASE),
     output:
         csv=report(
@@ -230,6 +230,7 @@ rule analysis_claims:
             category="Claims",
         ),
         differences=P.claim_differences("{seed}"),
+        learning=P.learning("{seed}"),
     log:
         f"{SEED_LOGS}/analysis/claims.log",
     benchmark:
@@ -250,7 +251,8 @@ rule analysis_claims:
     shell:
         "maxk analyze claims --config-json {params.cfg:q} --seed {wildcards.seed} "
         "--metrics {input.metrics} --samples {input.samples}{params.curve}{params.base} "
-        "--csv {output.csv} --md {output.md} --differences {output.differences} > {log} 2>&1"
+        "--csv {output.csv} --md {output.md} --differences {output.differences} "
+        "--learning {output.learning} > {log} 2>&1"
 
 
 rule analysis_lab:
@@ -363,7 +365,8 @@ if "claims" in ANALYSIS:
             seed=config["seed"],
         shell:
             "maxk analyze across-seeds --config-json {params.cfg:q} --seed {params.seed} "
-            "--claims {input.claims} --differences {input.differences} --metrics {input.metrics} "
+            "--claims {input.claims} --differences {input.differences} --learning {input.learning} "
+            "--metrics {input.metrics} "
             "--csv {output.csv} --md {output.md} "
             "--curves-figure {output.curves_pdf} {output.curves_png} "
             "--claims-figure {output.claims_pdf} {output.claims_png} > {log} 2>&1"

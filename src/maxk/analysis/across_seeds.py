@@ -5,12 +5,14 @@ per-problem differences ``a - b`` of each tested claim, ``differences.csv``). Ac
 each claim:
 
 - the seed's effect, interval and verdict, as its own ``claims.csv`` has them;
-- ``holds_in``: the number of seeds where it holds (of the seeds where it was tested);
+- ``holds_in``: the number of seeds where it holds, of the seeds where it was read (``tested_in``:
+  verdict "holds" or "does not hold");
 - ``effect``, ``ci_low``, ``ci_high``: the mean over seeds of each seed's mean difference, with the
   two-level bootstrap interval (seeds with replacement, then each drawn seed's problems with
-  replacement: ``maxk.analysis.stats.two_level_interval``), over the seeds whose instrument works
-  (``pooled_seeds``): a seed whose RL does not raise its own objective on unseen problems measures
-  nothing, and its claims read "instrument not working" (they are listed, not pooled);
+  replacement: ``maxk.analysis.stats.two_level_interval``), over the seeds where it was read
+  (``pooled_seeds``): a seed whose instrument does not work, or where a run the claim compares did not
+  raise its own objective ("not testable: ...", ``maxk.analysis.learning``), measures nothing for it
+  (listed, not pooled);
 - ``detectable_effect``: the smallest true effect a one-sided test at the claims' Holm worst-case level
   ``alpha / m`` finds with ``analysis.claims.power`` at this number of seeds and problems:
   ``(z(1 - alpha/m) + z(power)) * se``, ``se`` the standard deviation of the two-level bootstrap
@@ -39,7 +41,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from maxk.analysis.claims import INSTRUMENT_PARTS, NOT_WORKING
+from maxk.analysis.claims import INSTRUMENT_PARTS, NOT_TESTABLE, NOT_WORKING, READ
+from maxk.analysis.learning import PARTS
 from maxk.analysis.stats import two_level_draws, two_level_interval
 from maxk.seeds import derive_seed
 
@@ -48,8 +51,10 @@ __all__ = [
     "across_seeds",
     "curve_bands",
     "differences_frame",
+    "learning_across_seeds",
     "pooled_instrument",
     "render_across_seeds",
+    "render_learning_across_seeds",
 ]
 
 #: the long table of one seed's per-problem claim differences (``results/seed{seed}/claims/differences.csv``)
@@ -112,6 +117,88 @@ def pooled_instrument(
     return out
 
 
+def learning_across_seeds(
+    learning: Mapping[int, pd.DataFrame],
+    differences: Mapping[int, pd.DataFrame],
+    *,
+    seed: int,
+    resamples: int,
+    confidence: float,
+) -> list[dict]:
+    """What each run learned, seed by seed (each seed's ``learning.csv``, ``maxk.analysis.learning``),
+    and pooled: for each run (first seed's order) ``{"run", "objective", "seeds": {seed: its row},
+    "pooled": {part: {"effect", "ci_low", "ci_high", "seeds"}}}``, each part of ``PARTS`` pooled over
+    every seed that measured it (its per-problem values in ``differences`` as ``learned:{part}:{run}``)
+    with the two-level interval: does the run raise its objective on average over training seeds."""
+    runs = list(dict.fromkeys(r for f in learning.values() for r in f["run"]))
+    out = []
+    for run in runs:
+        per_seed = {
+            s: f.set_index("run").loc[run].to_dict() for s, f in learning.items() if run in set(f["run"])
+        }
+        pooled = {}
+        for part in PARTS:
+            key = f"learned:{part}:{run}"
+            values = [
+                d.loc[d["claim"] == key, "difference"].to_numpy(dtype=float) for d in differences.values()
+            ]
+            values = [v for v in values if v.size]
+            if values:
+                effect, low, high = two_level_interval(
+                    values,
+                    seed=derive_seed(seed, "across_seeds", key),
+                    resamples=resamples,
+                    confidence=confidence,
+                )
+                pooled[part] = {"effect": effect, "ci_low": low, "ci_high": high, "seeds": len(values)}
+        objective = next(iter(per_seed.values()))["objective"]
+        out.append({"run": run, "objective": objective, "seeds": per_seed, "pooled": pooled})
+    return out
+
+
+def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], decimals: int) -> list[str]:
+    """The across-seed report's per-run section (lines): each seed's test-set effect with its interval
+    (bold: the run learned there) and regime, then each part pooled over the seeds."""
+    if not rows:
+        return []
+    head = ["run", "own objective", *(f"seed {s}: test set" for s in seeds), *(f"pooled: {p}" for p in PARTS),
+            "off-policy regime by seed"]  # fmt: skip
+    lines = [
+        "## What each run learned, across seeds",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for r in rows:
+        cells = [f"`{r['run']}`", r["objective"]]
+        regimes = []
+        for s in seeds:
+            row = r["seeds"].get(s)
+            if row is None or pd.isna(row.get("test_effect")):
+                cells.append("not measured")
+            else:
+                cell = _interval(row["test_effect"], row["test_ci_low"], row["test_ci_high"], decimals)
+                cells.append(f"**{cell}**" if row["test_ci_low"] > 0 else cell)
+            if row is not None and bool(row.get("off_policy")) and pd.notna(row.get("clamped_frac")):
+                ok = row.get("regime_ok")
+                state = "in" if ok is True or ok == "True" else "out" if ok is False or ok == "False" else "?"
+                regimes.append(f"{s}: {state} ({float(row['clamped_frac']):.0%} clamped)")
+        for part in PARTS:
+            p = r["pooled"].get(part)
+            pooled = _interval(p["effect"], p["ci_low"], p["ci_high"], decimals) if p else ""
+            cells.append(f"{pooled} ({p['seeds']} seeds)" if p else "not measured")
+        cells.append("; ".join(regimes) or "on-policy")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Per seed: the run's own objective on the unseen test set, run - base (bold: interval above zero, "
+        "the run learned there). pooled: the mean over the seeds that measured it, with a two-level "
+        "bootstrap interval (seeds, then problems).",
+        "",
+    ]
+    return lines
+
+
 def across_seeds(
     claims: Mapping[int, pd.DataFrame],
     differences: Mapping[int, pd.DataFrame],
@@ -155,11 +242,11 @@ def across_seeds(
             r = mine.loc[cid]
             for col in PER_SEED:
                 row[f"{col}_{s}"] = r[col]
-            if pd.notna(r["effect"]):
+            if pd.notna(r["effect"]) and r["verdict"] in READ:
                 n_tested += 1
                 n_holds += int(r["verdict"] == "holds")
                 d = diffs[s].get(cid, np.empty(0))
-                if works[s] and d.size:
+                if d.size:
                     per_seed.append(d)
                     counts.append(d.size)
         row.update(tested_in=n_tested, holds_in=n_holds, pooled_seeds=len(per_seed))
@@ -203,7 +290,8 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
         "",
         "Instrument (RL raises its own objective on unseen problems; each seed's claims.md): "
         + "; ".join(f"seed {s} {'works' if works[s] else 'NOT WORKING'}" for s in seeds)
-        + f". Pooled over {len(ok)} seed(s): {', '.join(map(str, ok)) or 'none'}.",
+        + f" ({len(ok)} of {len(seeds)}). Each claim is pooled over the seeds where it was read: its "
+        "instrument works and every run it compares raised its own objective.",
         "",
     ]
     for p in frame.attrs.get("instrument", []):
@@ -216,6 +304,7 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
         )
     if frame.attrs.get("instrument"):
         lines.append("")
+    lines += render_learning_across_seeds(frame.attrs.get("learning") or [], seeds, decimals)
     head = [
         "claim",
         *(f"seed {s}" for s in seeds),
@@ -234,9 +323,14 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
                 continue
             cell = _interval(e, r[f"ci_low_{s}"], r[f"ci_high_{s}"], decimals)
             verdict = r[f"verdict_{s}"]
-            cells.append(
-                f"**{cell}**" if verdict == "holds" else cell + (" (n/w)" if verdict == NOT_WORKING else "")
+            mark = (
+                " (n/w)"
+                if verdict == NOT_WORKING
+                else " (n/t)"
+                if str(verdict).startswith(NOT_TESTABLE)
+                else ""
             )
+            cells.append(f"**{cell}**" if verdict == "holds" else cell + mark)
         cells.append(f"{r['holds_in']} of {r['tested_in']}")
         pooled = _interval(r["effect"], r["ci_low"], r["ci_high"], decimals) if r["pooled_seeds"] else ""
         cells += [
@@ -249,9 +343,10 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
         "",
         "Per seed: the effect (mean over problems of a - b) with its bootstrap interval over problems, as "
         "that seed's claims.md has it; bold: the claim holds on that seed (Holm-adjusted Wilcoxon); (n/w): "
-        "that seed's instrument is not working. holds in: seeds where it holds, of those where it was "
-        f"tested. pooled: the mean of the seeds' effects with a {confidence:.0%} two-level bootstrap "
-        "interval (seeds, then each seed's problems, resampled), over the seeds whose instrument works; "
+        "that seed's instrument is not working; (n/t): not testable there, a run it compares did not learn "
+        "its own objective (the table above). holds in: seeds where it holds, of those where it was "
+        f"read. pooled: the mean of the seeds' effects with a {confidence:.0%} two-level bootstrap "
+        "interval (seeds, then each seed's problems, resampled), over the seeds where it was read; "
         f"with few seeds it undercovers: read the seeds beside it. detectable: the smallest true effect a "
         f"test at the claims' Holm level finds with {power:.0%} power at this number of seeds and problems. "
         "paper effect: the paper's a - b on the same metric (its tables).",

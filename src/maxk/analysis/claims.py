@@ -102,9 +102,15 @@ class Claim:
     b: Side
     metric: str
     k: int | str | None = None
+    #: the runs that must have learned for the claim to be read (``maxk.analysis.learning``); None:
+    #: every run it compares. A claim ABOUT a run failing (the binary reward) cannot require it to learn.
+    readable_if: tuple[str, ...] | None = None
 
     def runs(self) -> tuple[str, ...]:
         return _runs(self.a) + _runs(self.b)
+
+    def gated_runs(self) -> tuple[str, ...]:
+        return self.runs() if self.readable_if is None else self.readable_if
 
 
 def _runs(side: Side) -> tuple[str, ...]:
@@ -129,9 +135,10 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("grpo_lowers_entropy", "GRPO skews the entropy of generations toward zero",
           "section 2.1, figure 2", "base", "grpo_continuous", "entropy"),
     Claim("binary_reward_below_base", "GRPO on the binary reward scores below the base model (pass@1)",
-          "section 2.1, table 1", "base", "grpo_binary", "pass", 1),
+          "section 2.1, table 1", "base", "grpo_binary", "pass", 1, readable_if=()),
     Claim("continuous_beats_binary", "the continuous reward beats the binary reward (pass@1)",
-          "section 2.1, table 1", "grpo_continuous", "grpo_binary", "pass", 1),
+          "section 2.1, table 1", "grpo_continuous", "grpo_binary", "pass", 1,
+          readable_if=("grpo_continuous",)),
     Claim("offpolicy_bon_best_max_at_large_k",
           "off-policy BoN has the highest max@k at large k, above the best other method",
           "section 4.5, table 2", "offpolicy_bon", BestOf(("base", *_INFERENCE_AWARE[:-1])), "max", LARGE),
@@ -179,6 +186,10 @@ COLUMNS = (
 #: The run is ``analysis.claims.instrument_run`` (default: continuous GRPO, the paper's main run).
 INSTRUMENT_BASE, INSTRUMENT_METRIC = "base", "max@1"
 NOT_WORKING = "instrument not working"
+#: the verdict's start where a run the claim compares did not learn (``maxk.analysis.learning.gates``)
+NOT_TESTABLE = "not testable"
+#: the verdicts of a claim that was read (the across-seed report pools these seeds only)
+READ = ("holds", "does not hold")
 #: the instrument check's two parts in a seed's ``differences.csv`` (``instrument_check``'s ``differences``):
 #: the run's max@1 minus the base's per problem, and each held-out problem's last minus first mean reward
 INSTRUMENT_PARTS = {"instrument": "max@1, run - base", "instrument_heldout": "held-out rise, last - first"}
@@ -281,14 +292,18 @@ def instrument_check(
 
 
 def claim_inputs(cfg: Mapping, claims: Sequence[Claim] = CLAIMS) -> tuple[list[tuple[str, str]], list]:
-    """``(metrics pairs, samples pairs)`` the claims and the instrument check read: (run, dataset), runs
-    of ``analysis.models``."""
+    """``(metrics pairs, samples pairs)`` the claims, the instrument check and the per-run learning
+    table (every run of ``cfg["runs"]`` against the base) read: (run, dataset), runs of
+    ``analysis.models``."""
     dataset = cfg["claims"]["dataset"]
     known = set(cfg.get("models") or {})
     metrics, samples = set(), set()
     instrument = (cfg["claims"]["instrument_run"], INSTRUMENT_BASE)
     if set(instrument) <= known:
         metrics.update((run, dataset) for run in instrument)
+    learned = [run for run in cfg.get("runs") or {} if run in known]
+    if learned and INSTRUMENT_BASE in known:
+        metrics.update((run, dataset) for run in (*learned, INSTRUMENT_BASE))
     for claim in claims:
         if not set(claim.runs()) <= known:
             continue
@@ -356,6 +371,7 @@ def evaluate_claims(
     paper_lookup: Callable[[str, str, str, int], tuple[str, float] | None] | None = None,
     instrument_works: bool | None = None,
     differences: dict[str, pd.Series] | None = None,
+    gates: Mapping[str, str | None] | None = None,
 ) -> pd.DataFrame:
     """One row per claim (``COLUMNS``). See the module docstring for every column.
 
@@ -365,7 +381,10 @@ def evaluate_claims(
     False makes every tested claim's ``verdict`` "instrument not working"; otherwise the verdict is
     "holds" or "does not hold" (None: no instrument check was made). ``differences``, when given, is
     filled with each tested claim's per-problem ``a - b`` (indexed by problem id): what the across-seed
-    table resamples (``maxk.analysis.across_seeds``).
+    table resamples (``maxk.analysis.across_seeds``). ``gates`` (``maxk.analysis.learning.gates``):
+    ``{run: why a claim on it cannot be read, or None}``; a claim with a reason for one of its
+    ``gated_runs`` is computed but not read: its verdict is "not testable: <reasons>" and it is left out
+    of the Holm family (``pvalue_holm`` empty), which holds the claims that are read.
     """
     from scipy.stats import norm, wilcoxon
 
@@ -433,7 +452,12 @@ def evaluate_claims(
             if row["paper_a"] is not None and row["paper_b"] is not None:
                 row["paper_effect"] = row["paper_a"] - row["paper_b"]
 
-    tested = [r for r in rows if r["pvalue"] is not None]
+    blocked = {}
+    for claim, r in zip(claims, rows, strict=True):
+        reasons = [gates[run] for run in dict.fromkeys(claim.gated_runs()) if (gates or {}).get(run)]
+        if reasons and r["effect"] is not None:
+            blocked[claim.id] = f"{NOT_TESTABLE}: " + "; ".join(reasons)
+    tested = [r for r in rows if r["pvalue"] is not None and r["id"] not in blocked]
     for r, p in zip(tested, holm([r["pvalue"] for r in tested]), strict=True):
         r["pvalue_holm"] = p
     m = max(len(tested), 1)
@@ -448,6 +472,8 @@ def evaluate_claims(
             r["verdict"] = "not tested"
         elif instrument_works is False:
             r["verdict"] = NOT_WORKING
+        elif r["id"] in blocked:
+            r["verdict"] = blocked[r["id"]]
         else:
             r["verdict"] = "holds" if r["holds"] else "does not hold"
     return pd.DataFrame(rows, columns=list(COLUMNS))
@@ -471,13 +497,16 @@ def render_claims_markdown(
     confidence: float = BOOTSTRAP.confidence,
     power: float = 0.8,
     instrument: Mapping | None = None,
+    learning: Sequence[str] = (),
 ) -> str:
-    """``claims.md``: the instrument check (``instrument_check``) when given, then one line per claim,
-    then the columns' meaning."""
+    """``claims.md``: the instrument check (``instrument_check``) when given, then ``learning`` (the
+    lines of ``maxk.analysis.learning.render_learning``: what each run learned), then one line per
+    claim, then the columns' meaning."""
     paper = frame["paper_a"].notna().any()
     head = ["claim", "comparison (a > b)", "metric", "a", "b", "effect [95% CI]", "p (Holm)",
             "detectable", "verdict"] + (["paper a", "paper b", "paper effect"] if paper else [])  # fmt: skip
     lines = render_instrument(instrument, decimals, confidence) if instrument is not None else []
+    lines += [*learning, "## The paper's claims", ""] if instrument is not None or learning else []
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in frame.to_dict("records"):
         metric = "entropy" if r["metric"] == "entropy" else f"{r['metric']}@{_fmt(r['k'], 0)}"
@@ -549,4 +578,4 @@ def render_instrument(
         )
         state = "every item in its band" if cal["passes"] else "MISSES ITS OPERATING POINT"
         lines.append(f"- base model calibration: {state}: {items}")
-    return [*lines, "", "## The paper's claims", ""]
+    return [*lines, ""]

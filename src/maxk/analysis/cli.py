@@ -94,10 +94,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     inputs(q, metrics=True, samples=True)
     q.add_argument(
         "--train-metrics",
-        default=None,
+        nargs="*",
+        default=[],
         metavar="CSV",
-        help="the instrument run's training curves (analysis.claims.instrument_run: "
-        "results/seed{seed}/metrics/train/{run}.csv): the held-out curve of the instrument check",
+        help="the runs' training curves (results/seed{seed}/metrics/train/{run}.csv, the run read from the "
+        "file name): the instrument run's held-out curve, and every run's held-out and own-prompt "
+        "measurements and off-policy regime (the learning table)",
     )
     q.add_argument(
         "--base-model",
@@ -115,6 +117,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and the instrument check's (claims 'instrument': max@1 run - base; 'instrument_heldout': the "
         "held-out rise): what `maxk analyze across-seeds` pools",
     )
+    q.add_argument(
+        "--learning",
+        default=None,
+        metavar="CSV",
+        help="also write the learning table: each run's own objective on the test set, the held-out pool "
+        "and its own training prompts, and the off-policy regime (maxk.analysis.learning)",
+    )
     q.set_defaults(handler=_claims)
 
     q = s.add_parser(
@@ -129,6 +138,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--claims", nargs="+", required=True, metavar="CSV", help="each seed's claims.csv")
     q.add_argument(
         "--differences", nargs="+", required=True, metavar="CSV", help="each seed's claims/differences.csv"
+    )
+    q.add_argument(
+        "--learning", nargs="*", default=[], metavar="CSV", help="each seed's claims/learning.csv (optional)"
     )
     inputs(q, metrics=True, samples=False)
     q.add_argument("--csv", required=True, help="across-seed CSV to write (one row per claim)")
@@ -212,10 +224,12 @@ def _cfg(args: argparse.Namespace) -> dict:
         raise UserError("--config-json must be a JSON object (the analysis config section)")
     from maxk.config import ConfigError, with_defaults
 
+    runs = cfg.pop("runs", None)  # the claims slice: each run's settings, validated by the workflow
     try:  # the keys of the section the rule passed, each key it leaves out at its schema default
-        return with_defaults("analysis", cfg)
+        section = with_defaults("analysis", cfg)
     except ConfigError as exc:
         raise UserError(f"--config-json: {exc}") from None
+    return section if runs is None else {**section, "runs": runs}
 
 
 def _metrics(args: argparse.Namespace) -> int:
@@ -478,6 +492,7 @@ def _entropy_estimates(
 
 def _claims(args: argparse.Namespace) -> int:
     from maxk.analysis.claims import (
+        READ,
         claim_inputs,
         evaluate_claims,
         heldout_curve,
@@ -486,6 +501,7 @@ def _claims(args: argparse.Namespace) -> int:
         render_claims_markdown,
     )
     from maxk.analysis.figures import entropy_per_problem
+    from maxk.analysis.learning import gates, learning_table, render_learning
     from maxk.analysis.paper_results import paper_lookup
     from maxk.cli import UserError
     from maxk.io import atomic_open
@@ -500,7 +516,8 @@ def _claims(args: argparse.Namespace) -> int:
     kind, entropy = entropy_per_problem(samples) if samples else ("none", {})
     import pandas as pd
 
-    train_frame = pd.read_csv(args.train_metrics) if args.train_metrics else None
+    train_frames = {Path(f).stem: pd.read_csv(f) for f in args.train_metrics}
+    train_frame = train_frames.get(cfg["claims"]["instrument_run"])
     curve = heldout_curve(train_frame) if train_frame is not None else None
     endpoints = heldout_endpoints(train_frame) if train_frame is not None else None
     manifest = Path(args.base_model or "", "manifest.json")
@@ -511,6 +528,7 @@ def _claims(args: argparse.Namespace) -> int:
             cfg, metrics, seed=args.seed, curve=curve, endpoints=endpoints, calibration=calibration,
             differences=differences,
         )  # fmt: skip
+        learning = learning_table(cfg, metrics, train_frames, seed=args.seed, differences=differences)
         frame = evaluate_claims(
             cfg,
             metrics,
@@ -519,6 +537,7 @@ def _claims(args: argparse.Namespace) -> int:
             paper_lookup=paper_lookup,
             instrument_works=instrument["works"],
             differences=differences,
+            gates=gates(learning),
         )
     except ValueError as exc:
         raise UserError(str(exc)) from exc
@@ -528,6 +547,9 @@ def _claims(args: argparse.Namespace) -> int:
 
         with atomic_open(args.differences) as fh:
             differences_frame(differences).to_csv(fh, index=False, float_format="%.9g")
+    if args.learning:
+        with atomic_open(args.learning) as fh:
+            learning.to_csv(fh, index=False, float_format="%.6g")
     with atomic_open(args.csv) as fh:
         frame.to_csv(fh, index=False, float_format="%.6g")
     with atomic_open(args.md) as fh:
@@ -539,6 +561,9 @@ def _claims(args: argparse.Namespace) -> int:
                 confidence=float(boot["confidence"]),
                 power=float(cfg["claims"]["power"]),
                 instrument=instrument,
+                learning=render_learning(
+                    learning, int(cfg["decimals"]), confidence=float(boot["confidence"])
+                ),
             )
         )
     write_provenance(
@@ -546,7 +571,12 @@ def _claims(args: argparse.Namespace) -> int:
     )
     held = int(frame["holds"].sum())
     works = "works" if instrument["works"] else f"NOT WORKING ({instrument['reason']})"
-    print(f"{args.csv}, {args.md}: instrument {works}; {held} of {len(frame)} claims hold")
+    read = int(frame["verdict"].isin(READ).sum())
+    print(f"{args.csv}, {args.md}: instrument {works}; {held} of {read} read claims hold "
+          f"({len(frame) - read} of {len(frame)} not read)")  # fmt: skip
+    if not learning.empty:
+        columns = ["run", "objective", "test_effect", "test_ci_low", "learned", "gate"]
+        print(learning[columns].to_string(index=False))
     print(frame[["id", "effect", "ci_low", "ci_high", "pvalue_holm", "verdict"]].to_string(index=False))
     return 0
 
@@ -577,6 +607,7 @@ def _across_seeds(args: argparse.Namespace) -> int:
         claims_figure,
         curve_bands,
         curves_figure,
+        learning_across_seeds,
         render_across_seeds,
     )
     from maxk.analysis.per_problem import parse_metric_column
@@ -618,6 +649,10 @@ def _across_seeds(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    learning = {s: pd.read_csv(f) for s, f in _by_seed(args.learning, "--learning").items()}
+    table.attrs["learning"] = learning_across_seeds(
+        learning, differences, seed=args.seed, resamples=resamples, confidence=confidence
+    )
     with atomic_open(args.csv) as fh:
         table.to_csv(fh, index=False, float_format="%.6g")
     with atomic_open(args.md) as fh:

@@ -9,12 +9,15 @@ change exactly that and nothing else:
    global groups and adds ``rewards`` (raw, local rows) and ``group_ids`` to the batch.
 3. ``_prepare_inputs`` shuffles whole groups (never rows) and checks that every micro-batch holds
    whole groups (``per_device_train_batch_size`` must be a multiple of ``num_generations``).
-4. off-policy estimators (``offpolicy_bon``, ``offpolicy_bon_exact``): at every PPO iteration the
+4. off-policy estimators (every one the registry marks ``uses_deltas``: ``offpolicy_bon``,
+   ``offpolicy_bon_exact`` and their ``_onstd`` variants): at every PPO iteration the
    advantages are recomputed inside the loss from
    delta_i = exp(sum_t (log pi_theta - log pi_old)) - 1, the SEQUENCE ratio of section 3.3 (detached,
    a constant like any PPO advantage), clamped to ``delta_clamp``. At the first iteration pi_theta =
    pi_old, so delta = 0 and the advantages equal ``bon_mean``'s. ``offpolicy_bon_exact`` leaves the
    sample's own ratio out of its weights (``own_ratio`` False): the surrogate's ``rho_i A_i`` carries it.
+   Each recomputation logs the regime the first-order transform assumes (``delta_stats``: |delta|
+   mean and quantiles, share clamped), per PPO iteration: ``maxk.analysis.learning`` checks it.
    Hook: TRL's ``_compute_loss`` calls ``_get_per_token_logps_and_entropies`` (policy log-probs)
    BEFORE it reads ``inputs["advantages"]``; the override of the former writes the recomputed
    advantages into a shallow copy of the micro-batch. ``tests/train/test_train_contract.py`` fails
@@ -63,7 +66,7 @@ class MaxKGRPOConfig(GRPOConfig):
     )
     own_ratio: bool = field(
         default=_TRAIN_DEFAULTS["own_ratio"],
-        metadata={"help": "offpolicy_bon_exact: keep each sample's own ratio in its subset weights (paper)"},
+        metadata={"help": "offpolicy_bon_exact(_onstd): keep each sample's own ratio in its weights (paper)"},
     )
     bon_k_schedule: str = field(
         default="constant", metadata={"help": f"k over training: one of {K_SCHEDULES} (bon_k -> bon_k_final)"}
@@ -172,6 +175,25 @@ def sequence_deltas(
         return torch.zeros(per_token_logps.shape[0], device=per_token_logps.device)
     log_ratio = ((per_token_logps.detach() - old_per_token_logps) * mask).sum(-1)
     return torch.expm1(log_ratio.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+
+
+#: the |delta| quantiles logged per PPO iteration (``delta/abs_q50_iter{i}``, ...): the off-policy regime
+DELTA_QUANTILES = (0.5, 0.9)
+
+
+def delta_stats(deltas: torch.Tensor, clamp: float) -> list[tuple[str, float]]:
+    """The off-policy regime of one micro-batch's (gathered) deltas: ``abs_mean``, the |delta|
+    quantiles of ``DELTA_QUANTILES`` (``abs_q50``, ``abs_q90``) and ``clamped_frac``, the share with
+    |delta| above ``clamp`` (the paper's first-order expansion assumes delta ~ 0; section 3.3)."""
+    abs_delta = deltas.detach().abs().float().flatten()
+    if abs_delta.numel() == 0:
+        return []
+    quantiles = torch.quantile(abs_delta, torch.tensor(DELTA_QUANTILES, dtype=abs_delta.dtype))
+    return [
+        ("abs_mean", abs_delta.mean().item()),
+        *((f"abs_q{round(q * 100)}", v.item()) for q, v in zip(DELTA_QUANTILES, quantiles, strict=True)),
+        ("clamped_frac", (abs_delta > clamp).float().mean().item()),
+    ]
 
 
 def grouped(values: torch.Tensor, group_ids: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -338,10 +360,10 @@ class MaxKGRPOTrainer(GRPOTrainer):
         adv = torch.empty_like(deltas, dtype=torch.float64)
         adv[order] = adv_grouped.view(-1)
         iteration = (self._step // self.args.steps_per_generation) % self.num_iterations
-        abs_delta = deltas.abs()
-        self._log("delta/abs_mean", self._gather_mean(abs_delta))
-        self._log(f"delta/abs_mean_iter{iteration}", self._gather_mean(abs_delta))
-        self._log("delta/clamped_frac", self._gather_mean((abs_delta > self.args.delta_clamp).float()))
+        gathered = self.accelerator.gather(deltas.detach().float())
+        for key, value in delta_stats(gathered, self.args.delta_clamp):
+            self._log(f"delta/{key}", value)
+            self._log(f"delta/{key}_iter{iteration}", value)
         self._log_advantages(adv, "advantage_recomputed")
         return adv.to(inputs["advantages"].dtype)
 
@@ -436,9 +458,6 @@ class MaxKGRPOTrainer(GRPOTrainer):
     # -- logging helpers --------------------------------------------------------------------------
     def _log(self, key: str, value: float) -> None:
         self._metrics["train"][key].append(float(value))
-
-    def _gather_mean(self, x: torch.Tensor) -> float:
-        return self.accelerator.gather(x.detach().float()).mean().item()
 
     def _log_advantages(self, adv: torch.Tensor, prefix: str) -> None:
         adv = adv.detach().float()

@@ -11,7 +11,15 @@ two points differ by the policy alone), scored in the run's sandbox. Each point 
 ``log_history`` (so it is saved in checkpoints and survives a resume), merged into that step's row of
 the run's metrics CSV. ``heldout/problem_rewards`` holds each problem's mean reward, space-separated in
 the fixed problem order, so two points can be compared problem by problem (the instrument check's
-paired interval, ``maxk.analysis.claims``).
+paired interval, ``maxk.analysis.claims``); ``heldout/problem_max@{k}`` (k = 2, 4, ... up to
+``samples``) and ``heldout/problem_pass@1`` hold each problem's unbiased max@k and pass@1 the same
+way, so every run's own objective (max@k at its ``bon_k``, max@n, pass@1) can be read on the pool
+(``maxk.analysis.learning``).
+
+The same callback with ``prefix="own"`` and ``every=None`` measures a seeded sample of the run's OWN
+training prompts before the first step and after the last (``train.heldout.own_prompts``): the run
+minus its start on the prompts it trains on, which tells an optimisation failure (no rise there
+either) from a generalisation failure (a rise there, none on unseen problems).
 """
 
 from __future__ import annotations
@@ -22,9 +30,17 @@ from transformers import TrainerCallback
 
 from maxk.seeds import derive_seed
 
-__all__ = ["PROBLEM_REWARDS", "HeldoutCurve", "heldout_problems"]
+__all__ = ["OWN", "PROBLEM_REWARDS", "HeldoutCurve", "heldout_problems", "own_problems", "problem_column"]
 
 PROBLEM_REWARDS = "heldout/problem_rewards"  # metrics CSV column: per-problem mean rewards, space-separated
+#: the prefix of the own-training-prompts measurement's columns (``own/reward``, ``own/problem_rewards``, ...)
+OWN = "own"
+
+
+def problem_column(prefix: str, metric: str) -> str:
+    """The metrics CSV column of per-problem values of ``metric`` (``rewards``: the mean reward, or
+    ``max@k``, ``pass@1``) measured under ``prefix`` (``heldout`` or ``own``)."""
+    return f"{prefix}/problem_{metric}"
 
 
 def heldout_problems(rows: list[dict[str, Any]], train_ids: set[str], count: int, seed: int) -> list[dict]:
@@ -42,8 +58,20 @@ def heldout_problems(rows: list[dict[str, Any]], train_ids: set[str], count: int
     return [pool[i] for i in keep]
 
 
+def own_problems(problems: list[dict[str, Any]], count: int, seed: int) -> list[dict]:
+    """``count`` of the run's own training ``problems`` (all of them when fewer), a seeded choice in order."""
+    import random
+
+    if count >= len(problems):
+        return list(problems)
+    keep = sorted(random.Random(derive_seed(seed, "own_prompts")).sample(range(len(problems)), count))
+    return [problems[i] for i in keep]
+
+
 class HeldoutCurve(TrainerCallback):
-    """Measure ``problems`` before training and every ``every`` steps (see the module docstring)."""
+    """Measure ``problems`` before training and every ``every`` steps, and after the last (see the
+    module docstring); ``every=None``: before the first step and after the last only. ``prefix`` names
+    the metrics (``heldout``; ``own`` for the run's own prompts)."""
 
     def __init__(
         self,
@@ -54,16 +82,18 @@ class HeldoutCurve(TrainerCallback):
         extract: Any,
         tokenizer: Any,
         samples: int,
-        every: int,
+        every: int | None,
         max_new_tokens: int,
         temperature: float,
         top_p: float,
         stop_token_ids: list[int],
         seed: int,
         forward: Any = None,
+        prefix: str = "heldout",
     ) -> None:
-        if every < 1 or samples < 1:
+        if (every is not None and every < 1) or samples < 1:
             raise ValueError(f"heldout every and samples must be >= 1, got {every} and {samples}")
+        self.prefix = prefix
         self.problems, self.prompt_ids = problems, prompt_ids
         self.scorer, self.extract, self.tokenizer = scorer, extract, tokenizer
         self.samples, self.every = samples, every
@@ -75,19 +105,22 @@ class HeldoutCurve(TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self.model = model
-        if not any("heldout/reward" in e for e in state.log_history):
+        if not any(f"{self.prefix}/reward" in e for e in state.log_history):
             self._record(state, self.measure(0))
 
     def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step % self.every == 0 or state.global_step == state.max_steps:
-            self._record(state, self.measure(state.global_step))
+        step = state.global_step
+        if step == state.max_steps or (self.every is not None and step % self.every == 0):
+            self._record(state, self.measure(step))
 
     def _record(self, state, point: dict) -> None:
         state.log_history.append(point)
         if self.forward is not None:
-            self.forward({k: v for k, v in point.items() if k not in ("step", PROBLEM_REWARDS)})
+            per_problem = f"{self.prefix}/problem_"
+            self.forward({k: v for k, v in point.items() if k != "step" and not k.startswith(per_problem)})
 
     def measure(self, step: int) -> dict[str, float]:
+        from maxk.metrics import max_at_k_batch, powers_of_two
         from maxk.train.sampling import sample_scored
 
         res = sample_scored(
@@ -98,21 +131,28 @@ class HeldoutCurve(TrainerCallback):
             samples=self.samples,
             max_new_tokens=self.max_new_tokens,
             seed=self.seed,
-            tag="heldout",
+            tag=self.prefix,
             temperature=self.temperature,
             top_p=self.top_p,
             prompt_ids=self.prompt_ids,
             stop_token_ids=self.stop_token_ids,
             extract=self.extract,
         )
-        n = len(self.problems) * self.samples
+        n, pre = len(self.problems) * self.samples, self.prefix
         row: dict[str, Any] = {
             "step": step,
-            "heldout/reward": sum(map(sum, res.rewards)) / n,
-            "heldout/pass@1": sum(map(sum, res.passed)) / n,
-            "heldout/entropy": sum(map(sum, res.entropy)) / n,
+            f"{pre}/reward": sum(map(sum, res.rewards)) / n,
+            f"{pre}/pass@1": sum(map(sum, res.passed)) / n,
+            f"{pre}/entropy": sum(map(sum, res.entropy)) / n,
         }
-        print(f"held-out at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in row.items() if k != "step"))
-        # each problem's mean reward, in the fixed problem order: a paired interval between two points
-        row[PROBLEM_REWARDS] = " ".join(f"{sum(r) / len(r):.6g}" for r in res.rewards)
+        print(f"{pre} at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in row.items() if k != "step"))
+        # each problem's values in the fixed problem order: a paired interval between two points
+        ks = [k for k in powers_of_two(self.samples) if k > 1]
+        per_problem = {"rewards": [sum(r) / len(r) for r in res.rewards],
+                       "pass@1": [sum(p) / len(p) for p in res.passed]}  # fmt: skip
+        if ks:
+            table = max_at_k_batch([list(r) for r in res.rewards], ks)
+            per_problem.update({f"max@{k}": table[:, j].tolist() for j, k in enumerate(ks)})
+        for metric, values in per_problem.items():
+            row[problem_column(pre, metric)] = " ".join(f"{v:.6g}" for v in values)
         return row

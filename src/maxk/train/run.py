@@ -49,6 +49,7 @@ METRIC_COLUMNS = (
     "delta/abs_mean_iter1",
     "delta/abs_mean_iter2",
     "delta/clamped_frac",
+    *(f"delta/{stat}_iter{i}" for i in range(3) for stat in ("abs_q50", "abs_q90", "clamped_frac")),
     "kl",
     "clip_ratio/region_mean",
     "entropy",
@@ -62,7 +63,13 @@ METRIC_COLUMNS = (
     "heldout/reward",
     "heldout/pass@1",
     "heldout/entropy",
+    "own/reward",
+    "own/pass@1",
+    "own/entropy",
 )
+
+#: the measurements merged into their step's row (``maxk.train.heldout``: held-out pool, own prompts)
+_MEASURED = ("heldout/reward", "own/reward")
 
 
 class SandboxReward:
@@ -129,7 +136,7 @@ def write_metrics_csv(path: str | os.PathLike[str], log_history: list[dict[str, 
             gen, rew = row.get("time/generation_s") or 0.0, row.get("time/reward_s") or 0.0
             if row.get("step_time") is not None:
                 row["time/update_s"] = max(0.0, row["step_time"] - gen - rew)
-        elif "heldout/reward" in entry:  # maxk.train.heldout: merged into its step's row
+        elif any(key in entry for key in _MEASURED):  # maxk.train.heldout: merged into its step's row
             by_step.setdefault(int(entry["step"]), {}).update(entry)
         # anything else: the final train_runtime summary
     rows = [by_step[step] for step in sorted(by_step)]
@@ -203,9 +210,10 @@ def train_run(
         )
         if effective["heldout"]:
             pool = heldout_data or data
-            trainer.add_callback(
-                _heldout_curve(effective, pool, problems, tokenizer, scorer, trainer, seed, config["prompt"])
-            )
+            for callback in _heldout_curves(
+                effective, pool, problems, tokenizer, scorer, trainer, seed, config["prompt"]
+            ):
+                trainer.add_callback(callback)
         last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
         start = time.perf_counter()
         trainer.train(resume_from_checkpoint=last)
@@ -236,37 +244,46 @@ def train_run(
     return summary
 
 
-def _heldout_curve(effective, data, problems, tokenizer, scorer, trainer, seed, prompt_cfg):
-    """The ``train.heldout`` learning curve of this run (``maxk.train.heldout``)."""
+def _heldout_curves(effective, data, problems, tokenizer, scorer, trainer, seed, prompt_cfg):
+    """The ``train.heldout`` learning curve of this run and, with ``own_prompts``, the measurement of
+    its own training prompts before and after (``maxk.train.heldout``)."""
     from maxk.data.prompts import build_prompt
     from maxk.generate.extract import extract_program
-    from maxk.train.heldout import HeldoutCurve, heldout_problems
+    from maxk.train.heldout import OWN, HeldoutCurve, heldout_problems, own_problems
 
     cfg = effective["heldout"]
     rows = [row for _, row in read_jsonl(data)]
-    chosen = heldout_problems(rows, {p["id"] for p in problems}, int(cfg["problems"]), seed)
-    prompt_ids = [
-        tokenizer(build_prompt(p, tokenizer, config=prompt_cfg), add_special_tokens=False)["input_ids"]
-        for p in chosen
-    ]
-    return HeldoutCurve(
-        chosen,
-        prompt_ids,
-        scorer=scorer,
-        extract=extract_program,
-        tokenizer=tokenizer,
-        samples=int(cfg["samples"]),
-        every=int(cfg["every"]),
-        max_new_tokens=int(effective["max_completion_length"]),
-        temperature=float(effective["temperature"]),
-        top_p=float(effective["top_p"]),
-        stop_token_ids=list(trainer.eos_token_ids),
-        seed=seed,
-        # each point also reaches the live trackers (not trainer.log: TRL's log flushes its metrics)
-        forward=lambda logs: trainer.callback_handler.on_log(
-            trainer.args, trainer.state, trainer.control, logs
-        ),
-    )
+    measured = [(heldout_problems(rows, {p["id"] for p in problems}, int(cfg["problems"]), seed),
+                 int(cfg["every"]), "heldout", int(cfg["samples"]))]  # fmt: skip
+    own = cfg.get("own_prompts")
+    if own:
+        measured.append((own_problems(problems, int(own["problems"]), seed), None, OWN, int(own["samples"])))
+    curves = []
+    for chosen, every, prefix, samples in measured:
+        prompt_ids = [
+            tokenizer(build_prompt(p, tokenizer, config=prompt_cfg), add_special_tokens=False)["input_ids"]
+            for p in chosen
+        ]
+        curves.append(HeldoutCurve(
+            chosen,
+            prompt_ids,
+            scorer=scorer,
+            extract=extract_program,
+            tokenizer=tokenizer,
+            samples=samples,
+            every=every,
+            max_new_tokens=int(effective["max_completion_length"]),
+            temperature=float(effective["temperature"]),
+            top_p=float(effective["top_p"]),
+            stop_token_ids=list(trainer.eos_token_ids),
+            seed=seed,
+            # each point also reaches the live trackers (not trainer.log: TRL's log flushes its metrics)
+            forward=lambda logs: trainer.callback_handler.on_log(
+                trainer.args, trainer.state, trainer.control, logs
+            ),
+            prefix=prefix,
+        ))  # fmt: skip
+    return curves
 
 
 def _cuda_available() -> bool:

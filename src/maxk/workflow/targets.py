@@ -61,9 +61,11 @@ def curve_datasets(analysis: Mapping) -> list[str]:
     return list(curves.get("datasets") or analysis["datasets"])
 
 
-def claims_pairs(analysis: Mapping) -> tuple[Pairs, Pairs]:
-    """``(metrics pairs, samples pairs)`` the claims read (both empty without a claims section)."""
-    return claim_inputs(analysis) if "claims" in analysis else ([], [])
+def claims_pairs(config: Mapping) -> tuple[Pairs, Pairs]:
+    """``(metrics pairs, samples pairs)`` the claims job reads (both empty without a claims section):
+    the claims', the instrument check's and every run's against the base (the learning table)."""
+    analysis = config["analysis"]
+    return claim_inputs({**analysis, "runs": config["runs"]}) if "claims" in analysis else ([], [])
 
 
 def metrics_files(pairs: Pairs, seed: P.Seed) -> list[str]:
@@ -74,13 +76,16 @@ def samples_files(pairs: Pairs, seed: P.Seed) -> list[str]:
     return [P.samples(seed, m, d) for m, d in pairs]
 
 
-def instrument_curve(config: Mapping, seed: P.Seed) -> list[str]:
-    """The training curves of the instrument check's run (``analysis.claims.instrument_run``) of
-    ``seed``, when the config trains it and has a claims section."""
-    claims = config["analysis"].get("claims")
-    if not claims or claims["instrument_run"] not in config["runs"]:
+def run_curves(config: Mapping, seed: P.Seed) -> list[str]:
+    """The training curves the claims job of ``seed`` reads, when the config has a claims section: every
+    trained run that ``analysis.models`` compares (the learning table; the instrument check's run,
+    ``analysis.claims.instrument_run``, among them), sorted."""
+    analysis = config["analysis"]
+    if not analysis.get("claims"):
         return []
-    return [P.train_metrics(seed, claims["instrument_run"])]
+    return [
+        P.train_metrics(seed, run) for run in sorted(config["runs"]) if run in (analysis.get("models") or {})
+    ]
 
 
 def trained_models(config: Mapping) -> list[str]:
@@ -148,6 +153,7 @@ def across_seed_inputs(config: Mapping) -> dict[str, list[str]]:
     return {
         "claims": [P.claims(s, "csv") for s in seeds],
         "differences": [P.claim_differences(s) for s in seeds],
+        "learning": [P.learning(s) for s in seeds],
         "metrics": [f for s in seeds for f in metrics_files(across_seed_curve_pairs(config["analysis"]), s)],
     }
 

@@ -1,0 +1,254 @@
+"""What each run learned: its own objective, before and after, where it never trained and where it did.
+
+A claim that compares two methods can only be read where each of them learned what it was trained
+for. For every run (``results/seed{seed}/claims/learning.csv``, and first in ``claims.md`` after the
+instrument check):
+
+- **its own objective** (``own_objective``): the quantity its estimator optimises: max@1 (the mean
+  reward) for GRPO, max@k at its ``bon_k`` for the BoN-k methods, max@n (n = ``num_generations``) for
+  BoN-max, which rewards the best of the n it samples; a binary-reward run: pass@1;
+- **on the unseen test set** (the claims' dataset): run minus base per problem, with a paired
+  bootstrap interval; the run **learned** when that interval is above zero;
+- **on the held-out pool** (``train.heldout``): each held-out problem's value at the curve's last point
+  minus its first (the start is the base model), paired interval;
+- **on its own training prompts** (``train.heldout.own_prompts``): the same, last minus first, on a
+  seeded sample of the prompts it trained on. A rise here with none on the test set is a
+  generalisation failure; no rise here either, an optimisation failure;
+- **for an off-policy run** (an estimator that uses the ratio deltas): the first-order regime its
+  derivation assumes (the paper's section 3.3: "probability ratios are usually close to 1"), read
+  at its last PPO iteration from the training metrics: the share of deltas clamped at ``delta_clamp``
+  and the median |delta|, each averaged over that iteration's optimizer steps, against
+  ``analysis.claims.offpolicy_regime``.
+
+``gates`` turns the table into one reason per run why a claim on it cannot be read (None: it can).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from maxk.analysis.per_problem import metric_column
+from maxk.analysis.stats import paired_interval
+from maxk.objectives import estimator
+from maxk.seeds import derive_seed
+
+__all__ = [
+    "LEARNING_COLUMNS",
+    "PARTS",
+    "gates",
+    "learning_table",
+    "measured_endpoints",
+    "own_objective",
+    "regime",
+    "render_learning",
+]
+
+#: where a run's own objective is read: test set (run - base), held-out pool and own prompts (last - first)
+PARTS = {"test": "unseen test set, run - base", "heldout": "held-out pool, last - first",
+         "own": "own training prompts, last - first"}  # fmt: skip
+
+LEARNING_COLUMNS = (
+    "run", "method", "objective", "dataset",
+    *(f"{part}_{c}" for part in PARTS for c in ("before", "after", "effect", "ci_low", "ci_high", "n")),
+    "learned", "off_policy", "regime_iteration", "clamped_frac", "median_abs_delta", "regime_ok", "gate",
+)  # fmt: skip
+
+
+def own_objective(settings: Mapping) -> tuple[str, int]:
+    """``(metric, k)`` of the objective a run trains, from its settings (``method``, ``reward_kind``,
+    ``bon_k``, ``num_generations``): the registry's ``objective`` of its estimator (``max@1``,
+    ``max@k`` at ``bon_k``, ``max@n`` at ``num_generations``); ``pass`` instead of ``max`` for a
+    binary reward (pass@k is max@k of 0/1 rewards)."""
+    size = estimator(settings["method"]).objective
+    k = {"max@1": 1, "max@k": int(settings["bon_k"]), "max@n": int(settings["num_generations"])}[size]
+    return ("pass" if settings["reward_kind"] == "binary" else "max"), k
+
+
+def measured_endpoints(
+    train_metrics: pd.DataFrame, prefix: str, metric: str
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each measured problem's ``metric`` (``rewards``, ``max@k``, ``pass@1``) at the first and last
+    point of the run's ``prefix`` measurement (``heldout`` or ``own``; ``maxk.train.heldout``), or None
+    where the metrics CSV has no such column or fewer than two points."""
+    from maxk.train.heldout import problem_column
+
+    col, anchor = problem_column(prefix, metric), f"{prefix}/reward"
+    if col not in train_metrics or anchor not in train_metrics:
+        return None
+    rows = train_metrics.dropna(subset=[anchor, col]).sort_values("step")
+    if len(rows) < 2:
+        return None
+    first, last = (
+        np.array(str(v).split(), dtype=np.float64) for v in (rows[col].iloc[0], rows[col].iloc[-1])
+    )
+    if len(first) != len(last):
+        raise ValueError(f"{col}: {len(first)} problems at the first point but {len(last)} at the last")
+    return first, last
+
+
+def regime(train_metrics: pd.DataFrame | None, limits: Mapping) -> dict:
+    """The off-policy regime at the run's last PPO iteration: ``{"iteration", "clamped_frac",
+    "median_abs_delta", "ok"}`` (``ok`` None where the metrics do not record it)."""
+    out = {"iteration": None, "clamped_frac": None, "median_abs_delta": None, "ok": None}
+    if train_metrics is None:
+        return out
+    iterations = sorted(
+        int(c.rsplit("_iter", 1)[1]) for c in train_metrics.columns
+        if c.startswith("delta/clamped_frac_iter") and train_metrics[c].notna().any()
+    )  # fmt: skip
+    if not iterations:
+        return out
+    last = iterations[-1]
+    clamped = train_metrics[f"delta/clamped_frac_iter{last}"].dropna()
+    median = train_metrics.get(f"delta/abs_q50_iter{last}", pd.Series(dtype=float)).dropna()
+    out.update(iteration=last, clamped_frac=float(clamped.mean()))
+    if median.size:
+        out["median_abs_delta"] = float(median.mean())
+        out["ok"] = bool(
+            out["clamped_frac"] <= float(limits["max_clamped_frac"])
+            and out["median_abs_delta"] <= float(limits["max_median_abs_delta"])
+        )
+    return out
+
+
+def _interval(d: np.ndarray, seed: int, what: str, boot: Mapping) -> tuple[float, float, float]:
+    return paired_interval(d, seed=derive_seed(seed, "learning", what), resamples=int(boot["resamples"]),
+                           confidence=float(boot["confidence"]))  # fmt: skip
+
+
+def learning_table(
+    cfg: Mapping,
+    metrics: Mapping[tuple[str, str], pd.DataFrame],
+    train_metrics: Mapping[str, pd.DataFrame],
+    *,
+    seed: int,
+    differences: dict[str, pd.Series] | None = None,
+) -> pd.DataFrame:
+    """One row per run of ``cfg["runs"]`` that ``cfg["models"]`` lists (``LEARNING_COLUMNS``).
+
+    ``cfg``: the claims' analysis slice (``claims``, ``models``, ``bootstrap``, ``runs``: each run's
+    settings, ``maxk.workflow.slices.learning_settings``). ``metrics[(run, dataset)]``: per-problem
+    metrics on the claims' dataset (the base's too); ``train_metrics[run]``: the run's metrics CSV.
+    A part with nothing to read is left empty. ``differences``, when given, is filled with each part's
+    per-problem values under ``learned:{part}:{run}`` (what the across-seed report pools).
+    """
+    dataset, boot = cfg["claims"]["dataset"], cfg["bootstrap"]
+    limits = cfg["claims"]["offpolicy_regime"]
+    known = set(cfg.get("models") or {})
+    rows = []
+    for run, settings in (cfg.get("runs") or {}).items():
+        if run not in known:
+            continue
+        metric, k = own_objective(settings)
+        objective = metric_column(metric, k)
+        row = dict.fromkeys(LEARNING_COLUMNS)
+        row.update(run=run, method=settings["method"], objective=objective, dataset=dataset)
+        per_part: dict[str, tuple[np.ndarray, np.ndarray, pd.Index]] = {}
+        pair = [(run, dataset), ("base", dataset)]
+        if all(p in metrics and objective in metrics[p] for p in pair):
+            after, before = (metrics[p].set_index("problem_id")[objective].sort_index() for p in pair)
+            if not after.index.equals(before.index):
+                raise ValueError(f"learning: {run} and base cover other problems on {dataset}")
+            per_part["test"] = (before.to_numpy(float), after.to_numpy(float), after.index.astype(str))
+        frame = train_metrics.get(run)
+        for part in ("heldout", "own"):
+            column = "rewards" if objective == "max@1" else objective  # max@1: the mean reward
+            ends = measured_endpoints(frame, part, column) if frame is not None else None
+            if ends is not None:
+                per_part[part] = (*ends, pd.Index([str(i) for i in range(len(ends[0]))]))
+        for part, (before, after, index) in per_part.items():
+            d = after - before
+            effect, low, high = _interval(d, seed, f"{part}:{run}", boot)
+            row.update({f"{part}_before": float(before.mean()), f"{part}_after": float(after.mean()),
+                        f"{part}_effect": effect, f"{part}_ci_low": low, f"{part}_ci_high": high,
+                        f"{part}_n": len(d)})  # fmt: skip
+            if differences is not None:
+                differences[f"learned:{part}:{run}"] = pd.Series(d, index=index, name=run)
+        row["learned"] = None if "test" not in per_part else bool(row["test_ci_low"] > 0)
+        row["off_policy"] = estimator(settings["method"]).uses_deltas and int(settings["num_iterations"]) > 1
+        if row["off_policy"]:
+            reg = regime(frame, limits)
+            row.update(regime_iteration=reg["iteration"], clamped_frac=reg["clamped_frac"],
+                       median_abs_delta=reg["median_abs_delta"], regime_ok=reg["ok"])  # fmt: skip
+        row["gate"] = _gate(row, limits)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(LEARNING_COLUMNS))
+
+
+def _gate(row: Mapping, limits: Mapping) -> str | None:
+    """Why a claim on this run cannot be read, or None."""
+    run, objective = row["run"], row["objective"]
+    if row["learned"] is None:
+        return f"{run}'s {objective} was not measured on {row['dataset']}"
+    if not row["learned"]:
+        return f"{run} did not raise {objective}"
+    if row["off_policy"]:
+        if row["regime_ok"] is None:
+            return f"{run}'s off-policy regime was not measured"
+        if not row["regime_ok"]:
+            clamped, median = float(limits["max_clamped_frac"]), float(limits["max_median_abs_delta"])
+            return (
+                f"{run} is outside the first-order regime ({row['clamped_frac']:.0%} of deltas clamped, "
+                f"median |delta| {row['median_abs_delta']:.3f}; limits {clamped:.0%}, {median:.3f})"
+            )
+    return None
+
+
+def gates(table: pd.DataFrame) -> dict[str, str | None]:
+    """``{run: reason a claim on it cannot be read, or None}`` from ``learning_table``."""
+    return {r["run"]: (r["gate"] if isinstance(r["gate"], str) else None) for r in table.to_dict("records")}
+
+
+def _num(v: object, decimals: int, signed: bool = True) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return f"{float(v):+.{decimals}f}" if signed else f"{float(v):.{decimals}f}"
+
+
+def _part_cell(r: Mapping, part: str, decimals: int) -> str:
+    e = r[f"{part}_effect"]
+    if e is None or (isinstance(e, float) and math.isnan(e)):
+        return "not measured"
+    low, high = r[f"{part}_ci_low"], r[f"{part}_ci_high"]
+    cell = f"{_num(e, decimals)} [{_num(low, decimals)}, {_num(high, decimals)}]"
+    before, after = _num(r[f"{part}_before"], decimals, False), _num(r[f"{part}_after"], decimals, False)
+    return f"{'**' + cell + '**' if low > 0 else cell} ({before} -> {after})"
+
+
+def render_learning(table: pd.DataFrame, decimals: int, *, confidence: float) -> list[str]:
+    """The per-run section of ``claims.md`` (lines)."""
+    if table.empty:
+        return []
+    lines = [
+        "## What each run learned",
+        "",
+        "Each run's own objective (the quantity its estimator optimises), with a "
+        f"{confidence:.0%} paired bootstrap interval over problems; bold: above zero. A claim is read only "
+        "where every run it compares raised its own objective on the test set and, for an off-policy run, "
+        "stayed in the first-order regime its derivation assumes.",
+        "",
+        "| run | own objective | test set: run - base | held-out pool: last - first | own training prompts: "
+        "last - first | off-policy regime (last PPO iteration) | claims on it |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in table.to_dict("records"):
+        if r["off_policy"]:
+            if r["clamped_frac"] is None or (
+                isinstance(r["clamped_frac"], float) and math.isnan(r["clamped_frac"])
+            ):
+                reg = "not measured"
+            else:
+                med = _num(r["median_abs_delta"], 3, False) or "?"
+                state = {True: "inside", False: "OUTSIDE", None: "not measured"}[r["regime_ok"]]
+                reg = f"{state}: {float(r['clamped_frac']):.0%} clamped, median abs(delta) {med}"
+        else:
+            reg = "on-policy" if not estimator(r["method"]).uses_deltas else "on-policy (1 PPO iteration)"
+        gate = r["gate"] if isinstance(r["gate"], str) else "readable"
+        lines.append("| " + " | ".join([f"`{r['run']}`", r["objective"], _part_cell(r, "test", decimals),
+                                         _part_cell(r, "heldout", decimals), _part_cell(r, "own", decimals),
+                                         reg, gate]) + " |")  # fmt: skip
+    return [*lines, ""]
