@@ -97,6 +97,18 @@ def test_runs_may_override_k_its_schedule_and_the_own_ratio(tmp_path):
     assert run_hash(eff) != run_hash(run_config(train, {"method": "offpolicy_bon_exact"}))
 
 
+def test_a_run_may_set_its_own_learning_rate(tmp_path):
+    """An off-policy run must stay near the policy it sampled from: its step size is its own."""
+    from maxk.train.grpo import MaxKGRPOConfig
+
+    train = _config("config.yaml")["train"]
+    eff = run_config(train, {"method": "offpolicy_bon", "learning_rate": 2.5e-5})
+    args = MaxKGRPOConfig(**grpo_kwargs(eff, output_dir=str(tmp_path), seed=1, use_cpu=True))
+    assert args.learning_rate == 2.5e-5 != train["learning_rate"]
+    assert run_config(train, {"method": "offpolicy_bon"})["learning_rate"] == train["learning_rate"]
+    assert run_hash(eff) != run_hash(run_config(train, {"method": "offpolicy_bon"}))
+
+
 def test_a_run_may_size_its_own_heldout_curve():
     """A run's heldout override (problems, samples, every) is merged into train.heldout key by key (the
     pool stays train's); the config check refuses it where the held-out curve is off or a key is unknown."""

@@ -80,6 +80,7 @@ class RunSpec:
     reward_kind: str
     num_train_epochs: float | None
     num_iterations: int | None
+    learning_rate: float | None
     bon_k: int | None
     bon_k_schedule: dict[str, Any] | None
     own_ratio: bool | None

@@ -44,9 +44,12 @@ PASSTHROUGH = (
     "rollout_decoder",
 )
 #: per-run keys that override ``train`` (table 4 varies epochs and PPO iterations; the estimators' k,
-#: its schedule and the own-ratio choice may differ between runs too). A run's ``heldout`` is merged
-#: into ``train.heldout`` key by key instead (``run_config``).
-RUN_OVERRIDES = ("num_train_epochs", "num_iterations", "bon_k", "bon_k_schedule", "own_ratio")
+#: its schedule, the own-ratio choice and the step size may differ between runs too: an off-policy run
+#: must stay near the policy it sampled from). A run's ``heldout`` is merged into ``train.heldout`` key
+#: by key instead (``run_config``).
+RUN_OVERRIDES = (
+    "num_train_epochs", "num_iterations", "learning_rate", "bon_k", "bon_k_schedule", "own_ratio",
+)  # fmt: skip
 
 
 def run_config(train: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
