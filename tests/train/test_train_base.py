@@ -136,11 +136,13 @@ def test_build_base_model_end_to_end_tiny(tmp_path):
             "eval": {"dataset": "t", "problems": 2, "samples": 4, "max_new_tokens": 8, "log_examples": 1},
         },
     }
+    curve = tmp_path / "metrics" / "base.csv"
     manifest = build_base_model(
         config,
         train_data=str(tmp_path / "train.jsonl.gz"),
         test_data=str(tmp_path / "test.jsonl.gz"),
         out=str(out),
+        metrics=str(curve),
         scorer=FakeScorer(),
     )
     on_disk = json.loads((out / "manifest.json").read_text())
@@ -152,8 +154,54 @@ def test_build_base_model_end_to_end_tiny(tmp_path):
     trained_on = json.loads((out / "trained_on.json").read_text())
     assert trained_on == [{"dataset": "train", "id": r["id"]} for r in train]
     assert "calibration" not in manifest  # base_model.calibration is null here
+    assert manifest["torch"]["threads"] == 1 and manifest["torch"]["cpu_capability"]
+    # the SFT curve, as the RL runs write theirs: the first step's point (logging_steps 10 > 2 steps)
+    import csv
+
+    rows = list(csv.DictReader(curve.open()))
+    assert [int(r["step"]) for r in rows] == [1]
+    assert list(rows[0])[:4] == ["step", "epoch", "loss", "mean_token_accuracy"]
+    assert float(rows[0]["loss"]) > 0
     AutoTokenizer.from_pretrained(out)
     AutoModelForCausalLM.from_pretrained(out)
+
+
+def test_torch_numerics_pins_the_threads_and_restores_them():
+    """A build computes with its configured thread count (part of its result) and deterministic
+    algorithms, and leaves the process's torch settings as it found them."""
+    import torch
+
+    from maxk.train.base import torch_numerics
+
+    before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    with torch_numerics(3) as numerics:
+        assert torch.get_num_threads() == 3 and numerics["threads"] == 3
+        assert torch.are_deterministic_algorithms_enabled()
+        assert numerics["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == before
+
+
+def test_sft_curve_has_one_row_per_logged_step(tmp_path):
+    from maxk.train.base import write_sft_curve
+
+    history = [
+        {"loss": 5.0, "grad_norm": 1.0, "learning_rate": 0.0, "entropy": 5.9, "mean_token_accuracy": 0.01,
+         "epoch": 0.1, "step": 1},
+        {"loss": 3.0, "grad_norm": 0.5, "learning_rate": 1e-3, "entropy": 4.0, "mean_token_accuracy": 0.2,
+         "epoch": 1.0, "step": 10},
+        {"train_runtime": 9.0, "train_loss": 3.2, "epoch": 1.0, "step": 10},  # the summary: left out
+    ]  # fmt: skip
+    assert write_sft_curve(tmp_path / "base.csv", history) == 2
+    lines = (tmp_path / "base.csv").read_text().splitlines()
+    assert lines[0] == "step,epoch,loss,mean_token_accuracy,learning_rate,grad_norm,entropy"
+    assert lines[2] == "10,1.0,3.0,0.2,0.001,0.5,4.0"
+
+
+def test_base_model_threads_default_to_one_not_to_every_core():
+    """`maxk base` by hand used to take every core (os.cpu_count()): another machine, other weights."""
+    from maxk.config import with_defaults
+
+    assert with_defaults("base_model", {})["threads"] == 1
 
 
 BANDS = {"pass_at_1": [0.10, 0.35], "mean_reward": [0.25, 0.45], "large_k_ratio": 2.0,

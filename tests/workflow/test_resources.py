@@ -43,20 +43,54 @@ def test_paper_training_retry_stays_schedulable():
         assert max(t for _, t in asks) <= entry.get("max_runtime", entry["runtime"]) <= 2 * entry["runtime"]
 
 
-def test_base_model_job_uses_the_threads_snakemake_grants_it(tmp_path: Path) -> None:
-    """`--cores 1` must reach `maxk base` (it set torch's threads from its own config key before, so two
-    pipelines side by side ran 4 threads on 2 cores, 7x slower)."""
+#: the rules whose command computes with torch; `score`'s `--threads` is its number of sandbox workers
+#: (the cores granted: a verdict does not depend on it), so it is not among them
+TORCH_RULES = ("base_model", "rl_prompts", "train", "generate_shard", "entropy_rescore")
+
+
+def _planned(workdir: Path, cores: int, overlay: Path) -> dict[str, list[str]]:
+    """rule -> [its jobs' shell commands, sorted] of the whole DAG of the embedded default, as
+    `snakemake -n -p --forceall --cores N` plans it; a `threads: N` line (the cores granted) as well."""
     import os
+    import re
     import subprocess
     import sys
 
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    args = ["-n", "-p", "--forceall", "--cores", "1", "--configfile", str(ROOT / "config" / "config.yaml")]
-    args += ["--directory", str(tmp_path), "results/seed1234/models/base"]
+    args = ["-n", "-p", "--forceall", "--cores", str(cores), "--directory", str(workdir)]
+    args += ["--configfile", str(ROOT / "config" / "config.yaml"), str(overlay)]
     res = subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), *args],
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    command = next(line for line in (res.stdout + res.stderr).splitlines() if "maxk base " in line)
-    assert "--threads 1 " in command
+    out: dict[str, list[str]] = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", res.stdout + res.stderr):
+        m = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if m and m.group(1) in TORCH_RULES:
+            granted = re.search(r"^\s*threads: (\d+)$", block, re.M)
+            command = re.search(r"^Shell command: (.*)$", block, re.M)
+            assert command, block
+            out.setdefault(m.group(1), []).append(f"{granted.group(1) if granted else 1}: {command.group(1)}")
+    return {rule: sorted(jobs) for rule, jobs in out.items()}
+
+
+def test_torch_threads_of_a_command_are_the_configured_ones_whatever_the_cores(tmp_path: Path) -> None:
+    """`--cores 1` used to reach `maxk base` as `--threads 1` (and every job's OMP_NUM_THREADS, which
+    torch follows): from the same data, config and seed it built another base model (pass@1 0.150 at
+    one thread, 0.217 at two). Every torch rule's command now carries its configured
+    `resources.<rule>.threads`, whatever Snakemake grants it; fewer cores only make it slower."""
+    overlay = tmp_path / "threads.yaml"
+    overlay.write_text(yaml.safe_dump({"resources": {r: {"threads": 3} for r in TORCH_RULES[:-1]}}))
+    one, two = (_planned(tmp_path, cores, overlay) for cores in (1, 2))
+    assert set(one) == set(TORCH_RULES), set(one)  # every torch rule is planned (a rule renamed: edit here)
+    for rule in TORCH_RULES:
+        granted_one = {job.split(": ", 1)[0] for job in one[rule]}
+        granted_two = {job.split(": ", 1)[0] for job in two[rule]}
+        assert (granted_one, granted_two) == ({"1"}, {"2"}), rule  # the cores granted differ...
+        commands = [job.split(": ", 1)[1] for job in one[rule]]
+        assert commands == [job.split(": ", 1)[1] for job in two[rule]], rule  # ...the commands do not
+        for command in commands:
+            assert "--threads 3 " in command or command.startswith(
+                "OMP_NUM_THREADS=3 MKL_NUM_THREADS=3 OPENBLAS_NUM_THREADS=3 "
+            ), (rule, command[:300])

@@ -49,6 +49,84 @@ def test_profile_is_sane() -> None:
         assert not re.search(r"--(gres|gpus|mem|partition|time|account)\b|(^|\s)-[pAt]\s", extra), rule
 
 
+#: what a cluster decides, not this workflow: the Slurm plugin's resources and settings that name the
+#: site's account, partitions, QoS, node features, GPU models, reservations or clusters
+SITE_KEYS = ("slurm_account", "slurm_partition", "qos", "constraint", "gpu_model", "gres", "clusters",
+             "slurm-qos", "slurm-reservation")  # fmt: skip
+#: sbatch options in `slurm_extra` that name such a value
+SITE_FLAGS = re.compile(r"--(partition|account|qos|constraint|reservation|clusters|gres)\b|(^|\s)-[pAqCM]\s")
+MARK = "SET ME"
+
+
+def site_lines(text: str) -> list[tuple[int, str, str, bool]]:
+    """(line number, key, value, marked) of every site value a YAML text sets literally: a SITE_KEYS key
+    (block or flow style) or a `slurm_extra` naming a site option; `marked`: the line's comment says
+    SET ME. An alias (`*name`) of an anchored value is no literal: the anchor's line is."""
+    keys = "|".join(re.escape(k) for k in (*SITE_KEYS, "slurm_extra"))
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        code, _, comment = line.partition("#")  # no site value here holds a '#'
+        for m in re.finditer(rf"(?:^|[{{,\s])({keys})\s*:\s*([^,}}]*)", code):
+            key, value = m.group(1), re.sub(r"^&\S+\s*", "", m.group(2).strip())
+            if not value or value.startswith("*"):
+                continue
+            if key != "slurm_extra" or SITE_FLAGS.search(value):
+                found.append((number, key, value, MARK in comment))
+    return found
+
+
+def _site_keys_set(node: object, path: str = "") -> set[str]:
+    """Every SITE_KEYS key a loaded YAML document sets, as a dotted path."""
+    if isinstance(node, dict):
+        out = {f"{path}.{k}" for k in node if k in SITE_KEYS}
+        for k, v in node.items():
+            out |= _site_keys_set(v, f"{path}.{k}")
+        return out
+    if isinstance(node, list):
+        return set().union(*(_site_keys_set(v, f"{path}[{i}]") for i, v in enumerate(node)))
+    return set()
+
+
+def test_every_site_value_of_the_profile_is_on_a_line_marked_set_me() -> None:
+    """The README asks users to edit the lines marked SET ME: a partition, account or other value a
+    cluster decides, hard-coded on any other line, would be left at ours (the GPU rules' partition
+    was, three times over). Marked once, each rule that needs it refers to it (a YAML alias)."""
+    text = (PROFILE / "config.yaml").read_text()
+    found = site_lines(text)
+    unmarked = [f"line {n}: {k}: {v}" for n, k, v, marked in found if not marked]
+    assert not unmarked, f"site values outside the lines marked {MARK}: {unmarked}"
+    # the line scan saw every site key the profile sets (none hidden in a form it does not read)
+    loaded = yaml.safe_load(text)
+    assert {k for _, k, _, _ in found} >= {p.rsplit(".", 1)[1] for p in _site_keys_set(loaded)}
+    assert {"slurm_account", "slurm_partition"} <= {k for _, k, _, _ in found}
+    gpu_rules = ("train", "generate_shard", "entropy_rescore")  # one partition, named once
+    assert len({loaded["set-resources"][r]["slurm_partition"] for r in gpu_rules}) == 1
+    # and the check bites: an unmarked partition, account or QoS (block, flow or slurm_extra) is found
+    for bad in ('    slurm_partition: "gpu"', "  train: {slurm_partition: a100}", "  qos: high  # fast",
+                '    slurm_extra: "--qos=high"', "    slurm_extra: -C skylake"):  # fmt: skip
+        assert [marked for *_, marked in site_lines(bad)] == [False], bad
+    assert site_lines("    slurm_partition: *gpu_partition") == []
+    marked = site_lines('    slurm_partition: &p "gpu"   # SET ME: the GPU partition')
+    assert [(k, v, m) for _, k, v, m in marked] == [("slurm_partition", '"gpu"', True)]
+
+
+def test_no_site_value_outside_the_slurm_profile() -> None:
+    """Partitions and accounts belong in profiles/slurm/config.yaml only (config/README.md#resources):
+    never in a config, nor in the default profile that applies to every run."""
+    files = [*sorted((ROOT / "config").rglob("*.yaml")), ROOT / "profiles" / "default" / "config.yaml"]
+    for path in files:
+        text = path.read_text()
+        assert not site_lines(text), (path, site_lines(text))
+        assert not _site_keys_set(yaml.safe_load(text)), path
+
+
+def _profile_values() -> tuple[str, str, str]:
+    """The CPU partition, the GPU partition and the account the profile sets (its SET ME lines)."""
+    prof = yaml.safe_load((PROFILE / "config.yaml").read_text())
+    default, gpu = prof["default-resources"], prof["set-resources"]["train"]
+    return default["slurm_partition"], gpu["slurm_partition"], default["slurm_account"]
+
+
 def dry_run_jobs(output: str) -> list[tuple[str, dict[str, str]]]:
     """(rule, resources) of every job in a `snakemake -n` listing."""
     jobs = []
@@ -77,18 +155,19 @@ def test_paper_config_plans_every_job_on_slurm() -> None:
     assert pairs >= 10 and counts["merge_samples"] == pairs
     assert counts["generate_shard"] == pairs * paper["generate"]["num_shards"]
     assert counts["analysis_table"] >= 4 + 2 * len(paper["analysis"]["datasets"])
+    cpu_partition, gpu_partition, account = _profile_values()
     for rule, resources in jobs:
         if rule in ("train", "generate_shard"):
             assert resources["nodes"] == "1", (rule, resources)  # one node: the launch reaches no other
         if rule == "train":
             assert resources["gpu"] == str(paper["resources"]["train"]["gpu"])
-            assert resources["slurm_partition"] == "gpu"
+            assert resources["slurm_partition"] == gpu_partition
         elif rule == "generate_shard":
-            assert int(resources["gpu"]) >= 1 and resources["slurm_partition"] == "gpu"
+            assert int(resources["gpu"]) >= 1 and resources["slurm_partition"] == gpu_partition
         elif rule in ("score", "data_build", "analysis_table"):
-            assert "gpu" not in resources and resources["slurm_partition"] == "cpu", (rule, resources)
+            assert "gpu" not in resources and resources["slurm_partition"] == cpu_partition, (rule, resources)
         if resources:
-            assert resources["slurm_account"] == "my_account"
+            assert resources["slurm_account"] == account
 
 
 @pytest.mark.slow

@@ -35,8 +35,31 @@ def rule_resources(name):
 
 
 def threads_of(name):
-    """`threads:` of rule `name` from config['resources'] (default 1)."""
+    """Rule `name`'s configured threads, config['resources'] (default 1): its `threads:`, and the torch
+    threads its command computes with (`torch_threads`)."""
     return rule_resources(name).get("threads", 1)
+
+
+def torch_threads(name, processes=1):
+    """The torch threads of rule `name`'s command (each of its `processes` gets an equal share), for
+    its `params:`: the CONFIGURED `resources.<name>.threads`, never `{threads}`. `{threads}` is what
+    Snakemake grants the job (`--cores` caps it), and the thread count is part of the result (a
+    matmul's reduction is split by thread; maxk.train.base.torch_numerics): with it, `--cores 1`
+    built another base model from the same data, config and seed. With this, fewer cores only make
+    the job slower."""
+    return max(1, threads_of(name) // max(1, processes))
+
+
+#: what Snakemake sets to a job's granted threads in its shell (snakemake/shell.py); torch's default
+#: thread count follows OMP_NUM_THREADS
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def torch_threads_env(name, processes=1):
+    """`VAR=N ...` before a command that takes no thread count of its own: the variables Snakemake
+    sets from the granted threads, set to `torch_threads(name, processes)` instead."""
+    n = torch_threads(name, processes)
+    return " ".join(f"{var}={n}" for var in THREAD_VARS)
 
 
 def resources_of(name, table=None):

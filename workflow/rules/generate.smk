@@ -52,10 +52,11 @@ rule generate_shard:
         num_shards=config["generate"]["num_shards"],
         shard=lambda wc: wc.get("shard", "0"),
         gpus=GEN_RES.get("gpu", 0),
+        threads=torch_threads("generate_shard"),  # the configured count, not {threads}: common.smk
     shell:
         "maxk generate --model-path {params.model_path:q}{params.revision} --model-name {wildcards.model} "
-        "--problems {input.problems} --dataset {wildcards.dataset} "
-        "--shard {params.shard} --num-shards {params.num_shards} --threads {threads} --gpus {params.gpus} "
+        "--problems {input.problems} --dataset {wildcards.dataset} --shard {params.shard} "
+        "--num-shards {params.num_shards} --threads {params.threads} --gpus {params.gpus} "
         "--config-json {params.config:q} --output {output.samples} > {log} 2>&1"
 
 
@@ -119,9 +120,10 @@ rule entropy_rescore:
         samples=rescore_setting("samples"),
         batch_size=rescore_setting("batch_size"),
         gpus=GEN_RES.get("gpu", 0),
+        threads=torch_threads("generate_shard"),
     shell:
         "maxk generate rescore --model-path {params.model_path:q}{params.revision} "
         "--model-name {wildcards.model} --samples {input.samples} --problems {input.problems} "
         "--subsample-problems {params.problems} --subsample-samples {params.samples} "
-        "--batch-size {params.batch_size} --threads {threads} --gpus {params.gpus} "
+        "--batch-size {params.batch_size} --threads {params.threads} --gpus {params.gpus} "
         "--config-json {params.config:q} --output {output.rescored} > {log} 2>&1"

@@ -20,6 +20,9 @@ rule score:
         **resources_of("score"),
     params:
         sandbox=lambda wc: config_json("score"),
+    # {threads} (the cores granted) is right here: it is the number of sandbox worker processes, not a
+    # numerical thread count, and a verdict does not depend on it; more workers than cores would only
+    # stretch each program's wall time towards its wall limit.
     shell:
         "maxk score --samples {input.samples} --problems {input.problems} --output {output.scores}"
         " --config-json {params.sandbox:q} --threads {threads} > {log} 2>&1"

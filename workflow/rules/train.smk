@@ -30,6 +30,7 @@ if BASE["build"]:
             call=CALL_DATA,
         output:
             model=directory(P.model_dir("{seed}", P.BASE)),
+            curve=P.base_curve("{seed}"),
         log:
             f"{SEED_LOGS}/train/base_model.log",
         benchmark:
@@ -42,9 +43,11 @@ if BASE["build"]:
         params:
             config=lambda wc: config_json("base_model", seed=wc.seed),
             call=lambda wc, input: f" --call-data {input.call}" if input.call else "",
+            threads=torch_threads("base_model"),  # the configured count, not {threads}: common.smk
         shell:
             "maxk base --config-json {params.config:q} --train-data {input.train} "
-            "--test-data {input.test}{params.call} --out {output.model} --threads {threads} > {log} 2>&1"
+            "--test-data {input.test}{params.call} --out {output.model} --metrics {output.curve} "
+            "--threads {params.threads} > {log} 2>&1"
 
 
 if TRAIN["prompt_filter"]:
@@ -69,9 +72,10 @@ if TRAIN["prompt_filter"]:
             config=lambda wc: config_json("rl_prompts", seed=wc.seed),
             model=lambda wc, input: input.model if BASE["build"] else BASE["path"],
             revision=P.model_revision_arg(config, P.BASE),
+            threads_env=torch_threads_env("rl_prompts"),
         shell:
-            "maxk rl-prompts --config-json {params.config:q} --model {params.model}{params.revision} "
-            "--data {input.data} --output {output.data} > {log} 2>&1"
+            "{params.threads_env} maxk rl-prompts --config-json {params.config:q} "
+            "--model {params.model}{params.revision} --data {input.data} --output {output.data} > {log} 2>&1"
 
 
 rule train:
@@ -109,8 +113,10 @@ rule train:
             basedir=workflow.basedir,
             threads=threads_of("train"),
         ),
+        # each process's share of the configured threads (accelerate sets OMP_NUM_THREADS to the same)
+        threads_env=torch_threads_env("train", rule_resources("train").get("gpu", 0)),
     shell:
-        "{params.launch} train --run {wildcards.run} --config-json {params.config:q} "
+        "{params.threads_env} {params.launch} train --run {wildcards.run} --config-json {params.config:q} "
         "--model {params.model}{params.revision} --data {input.data}{params.heldout} --out {output.model} "
         "--metrics {output.metrics} --checkpoints {params.checkpoints} --gpus {params.gpus} "
         "--trackers {params.trackers} > {log} 2>&1"

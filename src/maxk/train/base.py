@@ -16,21 +16,27 @@ Steps (all sizes in ``config['base_model']``):
    lower temperature and the call-format set, each item of the block pass/fail against its band.
 
 The directory is an ordinary HF model directory (``AutoModelForCausalLM``/``AutoTokenizer``), published
-whole (built beside the target, then renamed).
+whole (built beside the target, then renamed). The SFT curve (one row per logged step) goes to ``metrics``
+(the workflow: ``results/seed{S}/metrics/train/base.csv``, beside the RL runs' curves).
+
+The torch thread count is part of the result (``torch_numerics``): it is ``base_model.threads``, which the
+workflow sets from ``resources.base_model.threads``, never from the cores Snakemake grants the job.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import dataclasses
 import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from maxk.io import read_jsonl, write_json
+from maxk.io import atomic_open, read_jsonl, write_json
 
 FENCE = "```python\n{code}```"
 
@@ -68,6 +74,68 @@ def competence(rewards: list[list[float]], passed: list[list[float]]) -> dict[st
     out["ratio_pass@n_pass@1"] = round(float(pk[-1] / pk[0]), 2) if pk[0] > 0 else None
     out.update(samples=n, problems=len(passed))
     return out
+
+
+@contextlib.contextmanager
+def torch_numerics(threads: int) -> Iterator[dict[str, Any]]:
+    """torch's numerics for one build, restored on exit: ``threads`` intra-op threads and deterministic
+    algorithms. Yields what the build ran with (``manifest.json`` records it).
+
+    Same data, config, seed, thread count and CPU type: the same weights, curve and every score
+    downstream. What changes them, measured on the end-to-end test's base (tests/workflow/
+    config_small.yaml; a 2-core Xeon with AVX-512, torch 2.13 CPU, MKL 2024.2, oneDNN 3.12):
+
+    - the thread count: 1 and 2 threads give other weights, each the same bytes when rebuilt (a matmul's
+      reduction is split by thread, and SFT amplifies the last bits: on the default's seed 1234, pass@1
+      0.150 at one thread and 0.217 at two, config/README.md). So it is a config value, never the cores
+      Snakemake grants: ``--cores 1`` only makes the job slower;
+    - the CPU type: ATen's vectorised kernels are chosen by instruction set (``ATEN_CPU_CAPABILITY`` =
+      ``default``, ``avx2`` and ``avx512`` gave three different weights; unset = ``avx512`` here) and so is
+      MKL's GEMM (``MKL_CBWR=AVX2`` and ``MKL_CBWR=COMPATIBLE`` each gave other weights); oneDNN is not
+      on this path (``DNNL_MAX_CPU_ISA=AVX2``: the same bytes). Neither is pinned: a pin changes the
+      results of every machine above the pinned level (the documented ones included), ``avx2`` would
+      fault on a CPU without AVX2 and means nothing on Arm, and no second CPU type was at hand to show
+      that a pin makes two types agree. ``ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 snakemake ...`` tries
+      it (jobs inherit the environment; the manifest records both);
+    - not deterministic algorithms: CPU kernels are deterministic at a fixed thread count already (the
+      same bytes with ``torch.use_deterministic_algorithms`` on and off, at 1 and at 2 threads); the
+      switch is on so that a kernel without a deterministic version (CUDA's, where a GPU builds the
+      base) says so in the log.
+    """
+    import torch
+
+    before = (
+        torch.get_num_threads(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    torch.set_num_threads(int(threads))
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield {
+            "threads": torch.get_num_threads(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            **{k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "MKL_CBWR") if os.environ.get(k)},
+        }
+    finally:
+        torch.set_num_threads(before[0])
+        torch.use_deterministic_algorithms(before[1], warn_only=before[2])
+
+
+#: the first columns of the SFT curve; every other key TRL logs follows, sorted
+CURVE_COLUMNS = ("step", "epoch", "loss", "mean_token_accuracy", "learning_rate", "grad_norm")
+
+
+def write_sft_curve(path: str | os.PathLike[str], log_history: list[dict[str, Any]]) -> int:
+    """The SFT curve from the trainer's ``log_history``: one row per logged step (the first, then every
+    ``logging_steps``), the final summary left out. Returns the row count."""
+    rows = [entry for entry in log_history if "loss" in entry]
+    extra = sorted({k for r in rows for k in r} - set(CURVE_COLUMNS))
+    with atomic_open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=[*CURVE_COLUMNS, *extra], restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    return len(rows)
 
 
 def _report_calibration(block: dict[str, Any]) -> None:
@@ -126,32 +194,49 @@ def build_base_model(
     test_data: str,
     out: str,
     call_data: str | None = None,
+    metrics: str | None = None,
     scorer: Any = None,
 ) -> dict[str, Any]:
     """Build, fine-tune, check and publish the base model; returns the manifest written beside it.
 
     ``train_data``: the SFT examples (every one is listed in ``trained_on.json``); ``test_data``: the
     competence check's problems; ``call_data``: the call-format set of the calibration block (None:
-    that item is left out)."""
+    that item is left out); ``metrics``: the SFT curve's CSV (None: not written). Runs with
+    ``base_model.threads`` torch threads (``torch_numerics``)."""
+    from maxk.config import job_config
+    from maxk.train.config import BaseModelConfig
+
+    config = job_config(config, ("base_model",))  # every key left out at its default
+    bm = BaseModelConfig.from_config(config["base_model"])
+    with torch_numerics(bm.threads) as numerics:
+        return _build(config, bm, numerics, train_data, test_data, out, call_data, metrics, scorer)
+
+
+def _build(
+    config: dict[str, Any],
+    bm: Any,
+    numerics: dict[str, Any],
+    train_data: str,
+    test_data: str,
+    out: str,
+    call_data: str | None,
+    metrics: str | None,
+    scorer: Any,
+) -> dict[str, Any]:
     import random
 
     import torch
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from maxk.config import job_config
     from maxk.data.prompts import build_prompt
     from maxk.paths import dataset_name
     from maxk.provenance import write_provenance
     from maxk.tiny import init_model, save, train_tokenizer
-    from maxk.train.config import BaseModelConfig
     from maxk.train.run import write_trained_on
     from maxk.train.sampling import sample_scored
 
-    config = job_config(config, ("base_model",))  # every key left out at its default
-    bm = BaseModelConfig.from_config(config["base_model"])
     seed, prompt_cfg = int(config["seed"]), config["prompt"]
-    torch.set_num_threads(max(1, int(bm.threads or os.cpu_count() or 1)))
     train = [row for _, row in read_jsonl(train_data) if row.get("reference")]
     sft = bm.sft
     if sft.max_examples and sft.max_examples < len(train):
@@ -190,8 +275,9 @@ def build_base_model(
         seed=seed,
         data_seed=seed,
         logging_steps=10,
+        logging_first_step=True,  # the curve's first point: step 1's loss
         save_strategy="no",
-        report_to="none",
+        report_to="none",  # the curve goes to ``metrics`` (write_sft_curve), no tracker
         use_cpu=not torch.cuda.is_available(),
         bf16=False,
         gradient_checkpointing=False,
@@ -203,6 +289,8 @@ def build_base_model(
     timings["sft_s"] = time.perf_counter() - t0
     shutil.rmtree(work / "sft", ignore_errors=True)
     model = trainer.model
+    if metrics:
+        write_sft_curve(metrics, trainer.state.log_history)
     logs = [h for h in trainer.state.log_history if "loss" in h]
     last = logs[-1] if logs else {}
     last_log = {k: last[k] for k in ("loss", "mean_token_accuracy", "epoch") if k in last}
@@ -249,6 +337,7 @@ def build_base_model(
         "sft_last_log": last_log,
         "eval": {"dataset": ev.dataset, **competence(check.rewards, check.passed)},
         "timings_s": {k: round(v, 2) for k, v in timings.items()},
+        "torch": numerics,
     }
     if cal:
         manifest["eval_sharpened"] = {"temperature": cal["sharpen_temperature"], **sharpened}

@@ -103,7 +103,12 @@ def _base(args: argparse.Namespace) -> int:
     from maxk.train.base import build_base_model
 
     manifest = build_base_model(
-        cfg, train_data=args.train_data, test_data=args.test_data, call_data=args.call_data, out=args.out
+        cfg,
+        train_data=args.train_data,
+        test_data=args.test_data,
+        call_data=args.call_data,
+        out=args.out,
+        metrics=args.metrics,
     )
     print(json.dumps(manifest.get("eval", {}), sort_keys=True))
     return 0
@@ -174,5 +179,11 @@ def register(subparsers: Any) -> None:
         "--call-data", default=None, help="call-format problems of the calibration (calibration.call_dataset)"
     )
     b.add_argument("--out", required=True, help="output model directory")
-    b.add_argument("--threads", type=int, default=None, help="torch threads (wins over base_model.threads)")
+    b.add_argument("--metrics", default=None, help="output CSV of the SFT curve (default: none written)")
+    b.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (wins over base_model.threads; the rule passes resources.base_model.threads)",
+    )
     b.set_defaults(handler=_base)
