@@ -24,7 +24,7 @@ its two parts (the instrument run's max@1 minus the base's on the claims' datase
 rise, last minus first), the mean of the seeds' effects with the same two-level interval, beside the
 number of seeds where the check passes. Each seed's verdict still gates that seed's claims; the pooled
 line says whether RL raises its objective on unseen problems on average over training runs, which one
-seed's check, near the edge of its power, cannot (config/README.md#power).
+seed's check, near the edge of its power, cannot (docs/experiments.md).
 
 ``rliable`` (Agarwal et al. 2021) is not used: its interval estimates resample runs within tasks
 (stratified bootstrap) of scores aggregated per run, not a two-level (seed, then problem) hierarchy of
