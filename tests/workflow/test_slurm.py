@@ -176,7 +176,8 @@ def test_small_dag_runs_through_the_real_slurm_plugin(tmp_path: Path) -> None:
     small = ROOT / "tests" / "workflow" / "config_small.yaml"  # an overlay on the embedded default
     cfg = load_config(ROOT / "config" / "config.yaml", small)
     overlay = yaml.safe_load(small.read_text())
-    overlay["resources"]["generate_shard"] = {"threads": 1, "mem_mb": 2000, "runtime": 20, "gpu": 1}
+    gpu_shard = {"threads": 1, "mem_mb": 2000, "runtime": 20, "gpu": 1}
+    overlay.setdefault("resources", {})["generate_shard"] = gpu_shard
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(overlay))
     state = tmp_path / "slurm"
