@@ -206,17 +206,9 @@ def heldout_curve(train_metrics: pd.DataFrame) -> list[tuple[int, float]]:
 def heldout_endpoints(train_metrics: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
     """Each held-out problem's mean reward at the curve's first and last point (the metrics CSV's
     ``heldout/problem_rewards``, ``maxk.train.heldout``), or None where the CSV has no such column."""
-    col = "heldout/problem_rewards"
-    if col not in train_metrics or "heldout/reward" not in train_metrics:
-        return None
-    rows = train_metrics.dropna(subset=["heldout/reward", col]).sort_values("step")
-    if len(rows) < 2:
-        return None
-    ends = (rows[col].iloc[0], rows[col].iloc[-1])
-    first, last = (np.array(str(v).split(), dtype=np.float64) for v in ends)
-    if len(first) != len(last):
-        raise ValueError(f"{col}: {len(first)} problems at the first point but {len(last)} at the last")
-    return first, last
+    from maxk.analysis.learning import measured_endpoints
+
+    return measured_endpoints(train_metrics, "heldout", "rewards")
 
 
 def instrument_check(
