@@ -354,6 +354,7 @@ def run_offpolicy(
     import torch
 
     from maxk.objectives import (
+        _flat,  # the estimators' own test of "no max@k signal", so the lab counts the same groups
         bon_rewards,
         compute_advantages,
         offpolicy_bon_rewards,
@@ -371,8 +372,7 @@ def run_offpolicy(
         max_multisets=max_multisets,
     )
     rewards = torch.tensor(setting.rewards, dtype=torch.float64)[y]
-    ordered = torch.sort(rewards, dim=-1).values
-    flat = (ordered[:, k - 1] == ordered[:, -1]).numpy()  # every k-subset has the same maximum
+    flat = _flat(torch.sort(rewards, dim=-1).values, k)[:, 0].numpy()  # every k-subset has the same maximum
     rows = []
     for kind in delta_kinds:
         u = _update_direction(kind, setting, y, prob, rewards, k, pi_old, seed)
