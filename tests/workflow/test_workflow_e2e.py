@@ -128,38 +128,11 @@ def test_report_is_self_contained_html(clean_run: Path) -> None:
         assert name in html, name
 
 
-def test_results_do_not_depend_on_the_cores(clean_run: Path, tmp_path: Path) -> None:
-    """The same data, config and seed give the same bytes at `--cores 1` as the clean run's `--cores 2`:
-    every torch command computes with its configured threads (the base: two, the embedded default's),
-    not the cores Snakemake grants (`--cores 1` used to build another base model: pass@1 0.150 at one
-    thread, 0.217 at two). One seed's base model, its SFT curve and its claims, rebuilt at `--cores 1`
-    in a copy of the clean run."""
-    import shutil
-
-    seed = SEEDS[0]
-    weights, curve, claims = (
-        P.model_dir(seed, P.BASE) + "/model.safetensors",
-        P.base_curve(seed),
-        P.claims(seed, "csv"),
-    )
-    workdir = tmp_path / "cores1"
-    shutil.copytree(clean_run, workdir, symlinks=True)
-    for name in (weights, curve, claims):
-        (workdir / name).unlink()
-    smk(workdir, P.model_dir(seed, P.BASE), curve, claims, "--forcerun", "base_model", cores=1)
-    for name in (weights, curve, claims):
-        same = (workdir / name).read_bytes() == (clean_run / name).read_bytes()
-        assert same, f"{name} differs at --cores 1"
-    # the comparison has teeth: the rebuilt base computed with its configured two threads on one core
-    manifest = json.loads((workdir / P.model_dir(seed, P.BASE) / "manifest.json").read_text())
-    assert manifest["torch"]["threads"] == 2
-
-
-def run_until(workdir: Path, markers: str, sig: int, timeout: float = 600) -> set[str]:
+def run_until(workdir: Path, markers: str, sig: int, timeout: float = 600, cores: int = 2) -> set[str]:
     """Start the workflow, wait until a NEW file matches ``markers``, send ``sig`` to its process group."""
     before = set(glob.glob(str(workdir / markers)))
     proc = subprocess.Popen(
-        smk_cmd(workdir),
+        smk_cmd(workdir, cores=cores),
         env=env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -202,29 +175,46 @@ def leftover_processes(workdir: Path) -> list[str]:
     return out
 
 
-def test_killed_run_resumes_to_identical_results(clean_run: Path, tmp_path: Path) -> None:
-    workdir = tmp_path / "killed"
-    workdir.mkdir()
+@pytest.fixture(scope="module")
+def killed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, float], list[int]]:
+    """The same workflow killed three times and resumed as a user would. Its first part, up to the
+    kill in training, runs at ``--cores 1``: the data and the base model(s) finished by then were built
+    with one core granted, where the clean run had two (one run serves both tests below: the suite's
+    time is that of its end-to-end runs). Returns the work dir, the mtimes of the outputs certainly
+    finished before the kills, and the seeds whose base model was built at ``--cores 1``."""
+    workdir = tmp_path_factory.mktemp("killed")
     logs = P.logs("*")  # every seed's
     kills = [
-        (f"{logs}/train/*.log", signal.SIGKILL),
-        (f"{logs}/generate/*/*/shard*.log", signal.SIGTERM),
-        (f"{logs}/score/*/*.log", signal.SIGKILL),
+        (f"{logs}/train/*.log", signal.SIGKILL, 1),
+        (f"{logs}/generate/*/*/shard*.log", signal.SIGTERM, 2),
+        (f"{logs}/score/*/*.log", signal.SIGKILL, 2),
     ]
     kept: dict[str, float] = {}
-    for markers, sig in kills:
-        run_until(workdir, markers, sig)
+    built_at_one_core: list[int] = []
+    for markers, sig, cores in kills:
+        run_until(workdir, markers, sig, cores=cores)
         time.sleep(1.0)
         assert leftover_processes(workdir) == [], f"processes survived {sig.name}"
         # Outputs of jobs that had certainly finished must be kept, not redone, by every later run.
         # Training needs the data and the base model, so they were complete before the first kill. (A
         # file that merely exists at kill time may belong to the killed job, which is rightly redone.)
-        for path in glob.glob(str(workdir / P.data("*"))) + glob.glob(
-            str(workdir / P.model_dir(SEEDS[0], "base") / "*")
-        ):
-            kept.setdefault(path, os.stat(path).st_mtime_ns)
+        trained = {P.seed_of(str(Path(p).relative_to(workdir))) for p in glob.glob(str(workdir / markers))}
+        if cores == 1:
+            built_at_one_core = sorted(trained)
+        for seed in trained:
+            for path in glob.glob(str(workdir / P.data("*"))) + glob.glob(
+                str(workdir / P.model_dir(seed, "base") / "*")
+            ):
+                kept.setdefault(path, os.stat(path).st_mtime_ns)
         smk(workdir, "--unlock")
     smk(workdir)
+    return workdir, kept, built_at_one_core
+
+
+def test_killed_run_resumes_to_identical_results(
+    clean_run: Path, killed_run: tuple[Path, dict[str, float], list[int]]
+) -> None:
+    workdir, kept, _ = killed_run
     assert kept, "nothing finished before the kills: the test would not test resumption"
     for path, mtime in kept.items():
         assert os.stat(path).st_mtime_ns == mtime, f"{path} was redone after a kill"
@@ -236,6 +226,29 @@ def test_killed_run_resumes_to_identical_results(clean_run: Path, tmp_path: Path
         assert clean[name] == resumed[name], (
             f"{name} differs between the clean and the killed-and-resumed run"
         )
+
+
+def test_results_do_not_depend_on_the_cores(
+    clean_run: Path, killed_run: tuple[Path, dict[str, float], list[int]]
+) -> None:
+    """The same data, config and seed give the same bytes at `--cores 1` as the clean run's `--cores 2`:
+    every torch command computes with its configured threads (the base: two, the embedded default's),
+    not the cores Snakemake grants (`--cores 1` used to build another base model: pass@1 0.150 at one
+    thread, 0.217 at two). The killed run built its first base model(s) at `--cores 1`: their weights,
+    SFT curves and the claims computed from them are the clean run's."""
+    workdir, _, seeds = killed_run
+    assert seeds, "no base model was built at --cores 1: the test would not test the cores"
+    for seed in seeds:
+        for name in (
+            P.model_dir(seed, P.BASE) + "/model.safetensors",
+            P.base_curve(seed),
+            P.claims(seed, "csv"),
+        ):
+            same = (workdir / name).read_bytes() == (clean_run / name).read_bytes()
+            assert same, f"{name} differs at --cores 1"
+        # the comparison has teeth: that base computed with its configured two threads on one core
+        manifest = json.loads((workdir / P.model_dir(seed, P.BASE) / "manifest.json").read_text())
+        assert manifest["torch"]["threads"] == 2
 
 
 def test_corrupt_sample_file_fails_its_job_clearly(clean_run: Path, tmp_path: Path) -> None:
