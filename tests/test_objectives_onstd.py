@@ -21,6 +21,7 @@ from maxk.objectives import (
     bon_rewards,
     compute_advantages,
     estimator,
+    maxk_flat,
     offpolicy_bon_rewards,
     offpolicy_bon_rewards_exact,
     zscore,
@@ -250,3 +251,26 @@ def test_zscore_spread_of_checks_shape() -> None:
     torch.testing.assert_close(zscore(x, spread_of=x), zscore(x), rtol=0, atol=0)
     with pytest.raises(ValueError, match="spread_of"):
         zscore(x, spread_of=torch.rand(2, 3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("n,k", NK)
+def test_maxk_flat_is_enumerated_flatness_and_a_constant_transform(n: int, k: int) -> None:
+    """``maxk_flat`` (the prompt filter's test of no max@k signal) against every k-subset's maximum, and
+    against the transform it stands for: ``bon_rewards`` is constant exactly where it says so."""
+    rows = cases(n)
+    flat = maxk_flat(t64(rows), k).numpy()
+    assert flat.tolist() == [brute_flat(r, k) for r in rows]
+    transformed = bon_rewards(t64(rows), k).numpy()
+    assert np.array_equal(np.ptp(transformed, axis=-1) < 1e-12, flat)
+    assert k < n or flat.all()  # k = n: one subset, always flat
+
+
+@settings(max_examples=200, deadline=None)
+@given(flat_groups())
+def test_maxk_flat_finds_every_flat_group_in_any_order(case) -> None:
+    r, _, k = case
+    assert bool(maxk_flat(t64([r]), k)[0])
+    if len(set(r)) > 1 and k > 1:  # lowering a top reward below the rest gives the group a signal
+        i = int(np.argmax(r))
+        other = [x if j != i else min(r) - 1.0 for j, x in enumerate(r)]
+        assert bool(maxk_flat(t64([other]), k)[0]) == brute_flat(other, k)

@@ -68,6 +68,7 @@ __all__ = [
     "compute_advantages",
     "estimator",
     "grpo_advantages",
+    "maxk_flat",
     "needs_k",
     "offpolicy_bon_advantages",
     "offpolicy_bon_exact_advantages",
@@ -274,6 +275,15 @@ def _flat(rewards_sorted: torch.Tensor, k: int) -> torch.Tensor:
     holding the top one, never lowering the maximum and raising it for ``{1..k}`` (``r_(k) < r_(n)``),
     so ``r~_(n) > r~_(1)``."""
     return rewards_sorted[..., k - 1 : k] == rewards_sorted[..., -1:]
+
+
+def maxk_flat(rewards: torch.Tensor, k: int) -> torch.Tensor:
+    """``[groups]`` bool: each group's max@k transform (``bon_rewards``) is constant, i.e. the group
+    carries no max@k signal: its top ``n - k + 1`` rewards tie (``_flat``, on the rewards in any order).
+    ``rewards``: ``[groups, n]`` floating point; ``1 <= k <= n``."""
+    rewards = _check_rewards(rewards)
+    k = _check_k(rewards.shape[-1], k)
+    return _flat(_sorted(rewards)[0], k)[..., 0]
 
 
 # --------------------------------------------------------------------------------------------

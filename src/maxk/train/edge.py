@@ -6,8 +6,14 @@ most problems, and a group whose completions all score the same teaches GRPO not
 are all zero), so most of a miniature's RL budget would be spent on groups without signal. This step
 asks the base model ``samples`` times per problem (at the runs' temperature and length) and keeps the
 problems where the number of fully solved samples lies in ``[min_solved, max_solved]`` (default:
-some but not all). It runs once, shared by every run; the manifest beside the output records every
-examined problem's count, so the choice can be audited.
+some but not all). With ``spread_k`` set, a problem is kept only where the base's samples also carry a
+max@k signal at that k: their max@k transform (``maxk.objectives.bon_rewards``, on the continuous
+rewards) is not constant, i.e. the top ``samples - spread_k + 1`` rewards do not all tie
+(``maxk.objectives.maxk_flat``). The solved-count filter suits k = 1 (a binary group with some but not
+all solved has GRPO signal); for a max@k objective a group with ``samples - k + 1`` or more full solves
+is flat, and one with no full solve can still rank partial solutions. It runs once, shared by every run;
+the manifest beside the output records every examined problem's count (and, with ``spread_k``, whether
+it had that signal), so the choice can be audited.
 
 Problems are examined in file order, a seeded subset when ``max_problems`` is set; each problem's samples
 are seeded from ``(seed, "edge", problem id)`` (``maxk.train.sampling``).
@@ -20,7 +26,7 @@ import time
 from collections import Counter
 from typing import Any
 
-__all__ = ["build_edge_prompts", "edge_bounds", "select_edge"]
+__all__ = ["build_edge_prompts", "edge_bounds", "select_edge", "spread_k"]
 
 
 def edge_bounds(spec: dict[str, Any]) -> tuple[int, int]:
@@ -36,11 +42,31 @@ def edge_bounds(spec: dict[str, Any]) -> tuple[int, int]:
     return lo, hi
 
 
-def select_edge(problems: list[dict[str, Any]], solved: list[int], lo: int, hi: int) -> list[dict[str, Any]]:
-    """The problems whose count of fully solved samples is in ``[lo, hi]``, in their order."""
-    if len(problems) != len(solved):
-        raise ValueError(f"{len(problems)} problems but {len(solved)} counts")
-    return [p for p, c in zip(problems, solved, strict=True) if lo <= c <= hi]
+def spread_k(spec: dict[str, Any]) -> int | None:
+    """The ``spread_k`` of a ``train.prompt_filter`` entry (None: no max@k-signal condition); ValueError
+    outside ``[1, samples]``."""
+    k = spec.get("spread_k")
+    if k is None:
+        return None
+    if isinstance(k, bool) or int(k) != k or not 1 <= int(k) <= int(spec["samples"]):
+        raise ValueError(f"train.prompt_filter: need 1 <= spread_k ({k!r}) <= samples ({spec['samples']})")
+    return int(k)
+
+
+def select_edge(
+    problems: list[dict[str, Any]],
+    solved: list[int],
+    lo: int,
+    hi: int,
+    signal: list[bool] | None = None,
+) -> list[dict[str, Any]]:
+    """The problems whose count of fully solved samples is in ``[lo, hi]`` (and, with ``signal``, whose
+    entry is true), in their order."""
+    if len(problems) != len(solved) or (signal is not None and len(signal) != len(problems)):
+        n_signal = "" if signal is None else f", {len(signal)} signal flags"
+        raise ValueError(f"{len(problems)} problems but {len(solved)} counts{n_signal}")
+    flags = [True] * len(problems) if signal is None else signal
+    return [p for p, c, ok in zip(problems, solved, flags, strict=True) if lo <= c <= hi and ok]
 
 
 def _mean(rows: list[list[float]]) -> float:
@@ -71,6 +97,7 @@ def build_edge_prompts(
     if not spec:
         raise ValueError("train.prompt_filter is null: there is nothing to filter")
     lo, hi = edge_bounds(spec)
+    k = spread_k(spec)
     problems = read_problems(data)
     if spec.get("max_problems") and spec["max_problems"] < len(problems):
         keep = sorted(random.Random(seed).sample(range(len(problems)), spec["max_problems"]))
@@ -97,14 +124,22 @@ def build_edge_prompts(
             prompt_cfg=config["prompt"],
         )
     counts = [int(sum(p)) for p in res.passed]
-    kept = select_edge(problems, counts, lo, hi)
+    signal = None
+    if k is not None:
+        from maxk.objectives import maxk_flat
+
+        flat = maxk_flat(torch.tensor(res.rewards, dtype=torch.float64), k) if problems else torch.zeros(0)
+        signal = [not bool(f) for f in flat]
+    kept = select_edge(problems, counts, lo, hi, signal)
     histogram = dict(sorted(Counter(counts).items()))
     if not kept:
+        with_signal = "" if signal is None else f" and {sum(signal)} with max@{k} signal"
         raise ValueError(
             f"train.prompt_filter kept no problem of {data}: solved-sample counts {histogram} "
-            f"(count: problems), none in [{lo}, {hi}]"
+            f"(count: problems), none in [{lo}, {hi}]{with_signal}"
         )
-    kept_rewards = [r for r, c in zip(res.rewards, counts, strict=True) if lo <= c <= hi]
+    keep = {id(p) for p in kept}
+    kept_rewards = [r for r, p in zip(res.rewards, problems, strict=True) if id(p) in keep]
     manifest = {
         "dataset": out,
         "source": data,
@@ -116,12 +151,21 @@ def build_edge_prompts(
         "mean_reward_examined": _mean(res.rewards),
         "mean_reward_kept": _mean(kept_rewards),
         "solved": {p["id"]: c for p, c in zip(problems, counts, strict=True)},
+        **(
+            {}
+            if signal is None
+            else {
+                "with_signal": sum(signal),
+                "signal": {p["id"]: ok for p, ok in zip(problems, signal, strict=True)},
+            }
+        ),
         "seconds": round(time.perf_counter() - start, 1),
     }
     write_dataset(out, kept, manifest)
+    with_signal = "" if signal is None else f" with max@{k} signal ({sum(signal)} of them)"
     print(
         f"edge of competence: kept {len(kept)} of {len(problems)} problems "
-        f"(solved-sample counts {histogram}, kept [{lo}, {hi}])",
+        f"(solved-sample counts {histogram}, kept [{lo}, {hi}]{with_signal})",
         flush=True,
     )
     return manifest
