@@ -3,7 +3,8 @@
 One clean run (module fixture) is the reference. A second run is killed three times (SIGKILL while
 training, SIGTERM while generating, SIGKILL while scoring), unlocked and rerun each time, exactly as a
 user would; it must complete, keep what was finished before each kill, leave no process behind, and
-end with tables byte-identical to the clean run's (same config and seed => same bytes). The config
+end with tables byte-identical to the clean run's (same config and seed => same bytes). Its first part
+runs at ``--cores 1``, so the same run also shows that the cores granted do not change a result. The config
 runs two seeds (``replicates``): every seed-dependent job runs once per seed under its own
 ``results/seed{seed}/``, and the across-seed claims table joins them.
 """
@@ -92,6 +93,11 @@ def test_clean_run_produces_every_artefact(clean_run: Path) -> None:
     assert all(f"seed {s}" in across for s in SEEDS) and "grpo_raises_pass_at_1" in across
     # the instrument over every seed, from the claims rule's differences.csv
     assert f"instrument, max@1, run - base, mean over all {len(SEEDS)} seed(s)" in across
+    # what each run learned, seed by seed and pooled, with each off-policy run's regime on every seed
+    assert "## What each run learned, across seeds" in across and "off-policy regime by seed" in across
+    assert all(f"seed {s}: test set" in across for s in SEEDS)
+    regime_row = next(line for line in across.splitlines() if line.startswith("| `offpolicy_bon` |"))
+    assert all(f"{s}: in (" in regime_row or f"{s}: out (" in regime_row for s in SEEDS), regime_row
     for seed in SEEDS:
         _seed_artefacts(clean_run / P.seed_dir(seed))
     weights = [(clean_run / P.model_dir(s, "grpo_continuous") / "model.safetensors").read_bytes()
