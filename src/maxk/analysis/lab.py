@@ -354,9 +354,9 @@ def run_offpolicy(
     import torch
 
     from maxk.objectives import (
-        _flat,  # the estimators' own test of "no max@k signal", so the lab counts the same groups
         bon_rewards,
         compute_advantages,
+        maxk_flat,  # the estimators' own test of "no max@k signal", so the lab counts the same groups
         offpolicy_bon_rewards,
         offpolicy_bon_rewards_exact,
     )
@@ -372,7 +372,7 @@ def run_offpolicy(
         max_multisets=max_multisets,
     )
     rewards = torch.tensor(setting.rewards, dtype=torch.float64)[y]
-    flat = _flat(torch.sort(rewards, dim=-1).values, k)[:, 0].numpy()  # every k-subset has the same maximum
+    flat = maxk_flat(rewards, k).numpy()  # every k-subset has the same maximum
     rows = []
     for kind in delta_kinds:
         u = _update_direction(kind, setting, y, prob, rewards, k, pi_old, seed)
