@@ -28,6 +28,7 @@ CONFIGS = {
     "config/config.yaml": (),
     "config/paper.yaml": (),
     "tests/workflow/config_small.yaml": ("config/config.yaml",),
+    "tests/workflow/config_one_seed.yaml": ("config/config.yaml", "tests/workflow/config_small.yaml"),
 }
 #: each experiment file, with the scale files that name it
 EXPERIMENTS = {

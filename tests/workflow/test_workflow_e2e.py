@@ -6,7 +6,8 @@ user would; it must complete, keep what was finished before each kill, leave no 
 end with tables byte-identical to the clean run's (same config and seed => same bytes). Its first part
 runs at ``--cores 1``, so the same run also shows that the cores granted do not change a result. The config
 runs two seeds (``replicates``): every seed-dependent job runs once per seed under its own
-``results/seed{seed}/``, and the across-seed claims table joins them.
+``results/seed{seed}/``, and the across-seed claims table joins them. The killed run has the first seed
+only (``config_one_seed.yaml``: half the jobs), whose files must be the clean run's.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from maxk.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "tests" / "workflow" / "config_small.yaml"  # an overlay on the embedded default
+ONE_SEED = (ROOT / "tests" / "workflow" / "config_one_seed.yaml",)  # the killed run's, on SMALL
 SANDBOX_UID = 65534
 
 pytestmark = pytest.mark.slow
@@ -134,11 +136,18 @@ def test_report_is_self_contained_html(clean_run: Path) -> None:
         assert name in html, name
 
 
-def run_until(workdir: Path, markers: str, sig: int, timeout: float = 600, cores: int = 2) -> set[str]:
+def run_until(
+    workdir: Path,
+    markers: str,
+    sig: int,
+    timeout: float = 600,
+    cores: int = 2,
+    overlays: tuple[Path, ...] = (),
+) -> set[str]:
     """Start the workflow, wait until a NEW file matches ``markers``, send ``sig`` to its process group."""
     before = set(glob.glob(str(workdir / markers)))
     proc = subprocess.Popen(
-        smk_cmd(workdir, cores=cores),
+        smk_cmd(workdir, cores=cores, overlays=overlays),
         env=env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -198,7 +207,7 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
     kept: dict[str, float] = {}
     built_at_one_core: list[int] = []
     for markers, sig, cores in kills:
-        run_until(workdir, markers, sig, cores=cores)
+        run_until(workdir, markers, sig, cores=cores, overlays=ONE_SEED)
         time.sleep(1.0)
         assert leftover_processes(workdir) == [], f"processes survived {sig.name}"
         # Outputs of jobs that had certainly finished must be kept, not redone, by every later run.
@@ -212,8 +221,8 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
                 str(workdir / P.model_dir(seed, "base") / "*")
             ):
                 kept.setdefault(path, os.stat(path).st_mtime_ns)
-        smk(workdir, "--unlock")
-    smk(workdir)
+        smk(workdir, "--unlock", overlays=ONE_SEED)
+    smk(workdir, overlays=ONE_SEED)
     return workdir, kept, built_at_one_core
 
 
@@ -224,10 +233,12 @@ def test_killed_run_resumes_to_identical_results(
     assert kept, "nothing finished before the kills: the test would not test resumption"
     for path, mtime in kept.items():
         assert os.stat(path).st_mtime_ns == mtime, f"{path} was redone after a kill"
-    compared = (P.table("*", "*", "[tcm][esd][xdv]"), P.significance("*", "csv"), P.across_seeds("csv"))
+    (seed,) = load_config(ROOT / "config" / "config.yaml", SMALL, *ONE_SEED)["replicates"]
+    compared = (P.table(seed, "*", "[tcm][esd][xdv]"), P.significance(seed, "csv"), P.claims(seed, "csv"))
     clean = {k: v for pattern in compared for k, v in result_files(clean_run, pattern).items()}
     resumed = {k: v for pattern in compared for k, v in result_files(workdir, pattern).items()}
-    assert clean.keys() == resumed.keys() and len({P.seed_of(k) for k in clean if "/seed" in k}) == 2
+    assert clean and clean.keys() == resumed.keys()
+    assert not (workdir / P.seed_dir(SEEDS[1])).exists(), "the killed run was to have one seed"
     for name in clean:
         assert clean[name] == resumed[name], (
             f"{name} differs between the clean and the killed-and-resumed run"
