@@ -324,3 +324,21 @@ def _maxk_imports_of(code: str) -> list[tuple[str, int]]:
         return _maxk_imports(Path(fh.name))
     finally:
         os.unlink(fh.name)
+
+
+CAPTIONS = sorted((ROOT / "workflow" / "report").glob("*.rst"))
+
+
+@pytest.mark.parametrize("caption", CAPTIONS, ids=lambda p: p.name)
+def test_report_captions_render_without_docutils_warnings(caption: Path) -> None:
+    """`snakemake --report` renders each caption with docutils (after Jinja, which leaves the text
+    between its tags alone); a warning reaches the user's terminal, e.g. an unescaped |x| is a
+    substitution reference."""
+    import io
+
+    import docutils.core
+
+    text = re.sub(r"{{.*?}}", "x", caption.read_text(), flags=re.S)  # Jinja's expressions, rendered
+    warnings = io.StringIO()
+    docutils.core.publish_string(text, writer="html", settings_overrides={"warning_stream": warnings})
+    assert warnings.getvalue() == "", warnings.getvalue()
