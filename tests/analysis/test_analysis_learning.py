@@ -18,7 +18,7 @@ from maxk.analysis.learning import (
     render_learning,
 )
 from maxk.analysis.per_problem import compute_metrics, reward_matrix
-from maxk.analysis.stats import paired_interval
+from maxk.analysis.stats import detectable_effect, paired_interval
 from maxk.config import with_defaults
 from maxk.objectives import ESTIMATORS, OBJECTIVES, register
 from maxk.seeds import derive_seed
@@ -97,6 +97,9 @@ def test_a_run_learned_where_its_own_objective_rises_on_the_test_set():
     )
     assert (row["test_effect"], row["test_ci_low"], row["test_ci_high"]) == pytest.approx(want)
     assert differences["learned:test:bon_mean"].to_numpy() == pytest.approx(d)
+    # beside the effect, the smallest effect its interval finds with the claims' power (0.8)
+    assert row["test_detectable"] == pytest.approx(detectable_effect(d, alpha=0.025, power=0.8))
+    assert 0 < row["test_detectable"] < 2 * (row["test_ci_high"] - row["test_ci_low"])
     # a run equal to the base did not learn: a claim on it cannot be read, and says why
     flat = table.loc["bon_loo1"]
     assert not flat["learned"] and flat["gate"] == "bon_loo1 did not raise max@4"
@@ -105,8 +108,11 @@ def test_a_run_learned_where_its_own_objective_rises_on_the_test_set():
         and table.loc["grpo_binary", "objective"] == "pass@1"
     )
     # no training curves: the held-out and own-prompt parts are not measured, and say so
-    text = "\n".join(render_learning(table.reset_index(), 3, confidence=0.95))
+    text = "\n".join(render_learning(table.reset_index(), 3, confidence=0.95, power=0.8))
     assert pd.isna(row["heldout_effect"]) and "not measured" in text
+    cell = f"({row['test_before']:.3f} -> {row['test_after']:.3f}; detectable {row['test_detectable']:.3f})"
+    assert cell in text
+    assert "with 80% power at this size" in text
 
 
 def test_heldout_and_own_prompt_parts_read_the_run_s_own_objective():

@@ -49,7 +49,7 @@ import pandas as pd
 
 from maxk.analysis.config import BOOTSTRAP, DECIMALS, SIGNIFICANCE
 from maxk.analysis.per_problem import metric_column, parse_metric_column
-from maxk.analysis.stats import holm, paired_interval
+from maxk.analysis.stats import detectable_effect, holm, paired_interval
 from maxk.seeds import derive_seed
 
 __all__ = [
@@ -378,7 +378,7 @@ def evaluate_claims(
     ``gated_runs`` is computed but not read: its verdict is "not testable: <reasons>" and it is left out
     of the Holm family (``pvalue_holm`` empty), which holds the claims that are read.
     """
-    from scipy.stats import norm, wilcoxon
+    from scipy.stats import wilcoxon
 
     ccfg = cfg["claims"]
     dataset = ccfg["dataset"]
@@ -453,13 +453,10 @@ def evaluate_claims(
     for r, p in zip(tested, holm([r["pvalue"] for r in tested]), strict=True):
         r["pvalue_holm"] = p
     m = max(len(tested), 1)
-    z = norm.ppf(1 - alpha / m) + norm.ppf(power)
     for r in rows:
         r["holds"] = bool(r["pvalue_holm"] is not None and r["direction"] and r["pvalue_holm"] < alpha)
         if r["id"] in diffs:
-            d = diffs[r["id"]]
-            sd = float(np.std(d, ddof=1)) if len(d) > 1 else math.nan
-            r["detectable_effect"] = z * sd / math.sqrt(len(d))
+            r["detectable_effect"] = detectable_effect(diffs[r["id"]], alpha=alpha / m, power=power)
         if r["effect"] is None:
             r["verdict"] = "not tested"
         elif instrument_works is False:

@@ -562,7 +562,10 @@ def _claims(args: argparse.Namespace) -> int:
                 power=float(cfg["claims"]["power"]),
                 instrument=instrument,
                 learning=render_learning(
-                    learning, int(cfg["decimals"]), confidence=float(boot["confidence"])
+                    learning,
+                    int(cfg["decimals"]),
+                    confidence=float(boot["confidence"]),
+                    power=float(cfg["claims"]["power"]),
                 ),
             )
         )

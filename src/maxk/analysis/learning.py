@@ -8,7 +8,10 @@ instrument check):
   reward) for GRPO, max@k at its ``bon_k`` for the BoN-k methods, max@n (n = ``num_generations``) for
   BoN-max, which rewards the best of the n it samples; a binary-reward run: pass@1;
 - **on the unseen test set** (the claims' dataset): run minus base per problem, with a paired
-  bootstrap interval; the run **learned** when that interval is above zero;
+  bootstrap interval; the run **learned** when that interval is above zero. Beside each part's effect,
+  the smallest true effect whose interval excludes zero with probability ``analysis.claims.power``
+  (``maxk.analysis.stats.detectable_effect`` at ``alpha = (1 - confidence) / 2``): a run that "did not
+  raise" its objective may have raised it by less than this;
 - **on the held-out pool** (``train.heldout``): each held-out problem's value at the curve's last point
   minus its first (the start is the base model), paired interval;
 - **on its own training prompts** (``train.heldout.own_prompts``): the same, last minus first, on a
@@ -32,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from maxk.analysis.per_problem import metric_column
-from maxk.analysis.stats import paired_interval
+from maxk.analysis.stats import detectable_effect, paired_interval
 from maxk.objectives import estimator
 from maxk.seeds import derive_seed
 
@@ -53,7 +56,8 @@ PARTS = {"test": "unseen test set, run - base", "heldout": "held-out pool, last 
 
 LEARNING_COLUMNS = (
     "run", "method", "objective", "dataset",
-    *(f"{part}_{c}" for part in PARTS for c in ("before", "after", "effect", "ci_low", "ci_high", "n")),
+    *(f"{part}_{c}" for part in PARTS
+      for c in ("before", "after", "effect", "ci_low", "ci_high", "n", "detectable")),
     "learned", "off_policy", "regime_iteration", "clamped_frac", "median_abs_delta", "regime_ok", "gate",
 )  # fmt: skip
 
@@ -138,6 +142,7 @@ def learning_table(
     """
     dataset, boot = cfg["claims"]["dataset"], cfg["bootstrap"]
     limits = cfg["claims"]["offpolicy_regime"]
+    alpha, power = (1 - float(boot["confidence"])) / 2, float(cfg["claims"]["power"])
     known = set(cfg.get("models") or {})
     rows = []
     for run, settings in (cfg.get("runs") or {}).items():
@@ -165,7 +170,8 @@ def learning_table(
             effect, low, high = _interval(d, seed, f"{part}:{run}", boot)
             row.update({f"{part}_before": float(before.mean()), f"{part}_after": float(after.mean()),
                         f"{part}_effect": effect, f"{part}_ci_low": low, f"{part}_ci_high": high,
-                        f"{part}_n": len(d)})  # fmt: skip
+                        f"{part}_n": len(d),
+                        f"{part}_detectable": detectable_effect(d, alpha=alpha, power=power)})  # fmt: skip
             if differences is not None:
                 differences[f"learned:{part}:{run}"] = pd.Series(d, index=index, name=run)
         row["learned"] = None if "test" not in per_part else bool(row["test_ci_low"] > 0)
@@ -216,10 +222,13 @@ def _part_cell(r: Mapping, part: str, decimals: int) -> str:
     low, high = r[f"{part}_ci_low"], r[f"{part}_ci_high"]
     cell = f"{_num(e, decimals)} [{_num(low, decimals)}, {_num(high, decimals)}]"
     before, after = _num(r[f"{part}_before"], decimals, False), _num(r[f"{part}_after"], decimals, False)
-    return f"{'**' + cell + '**' if low > 0 else cell} ({before} -> {after})"
+    detectable = _num(r.get(f"{part}_detectable"), decimals, False)
+    return f"{'**' + cell + '**' if low > 0 else cell} ({before} -> {after}; detectable {detectable or '?'})"
 
 
-def render_learning(table: pd.DataFrame, decimals: int, *, confidence: float) -> list[str]:
+def render_learning(
+    table: pd.DataFrame, decimals: int, *, confidence: float, power: float = 0.8
+) -> list[str]:
     """The per-run section of ``claims.md`` (lines)."""
     if table.empty:
         return []
@@ -227,9 +236,11 @@ def render_learning(table: pd.DataFrame, decimals: int, *, confidence: float) ->
         "## What each run learned",
         "",
         "Each run's own objective (the quantity its estimator optimises), with a "
-        f"{confidence:.0%} paired bootstrap interval over problems; bold: above zero. A claim is read only "
-        "where every run it compares raised its own objective on the test set and, for an off-policy run, "
-        "stayed in the first-order regime its derivation assumes.",
+        f"{confidence:.0%} paired bootstrap interval over problems; bold: above zero; detectable: the "
+        f"smallest true effect whose interval excludes zero with {power:.0%} power at this size (normal "
+        'approximation), below which "did not raise" cannot tell a small gain from none. A claim is '
+        "read only where every run it compares raised its own objective on the test set and, for an "
+        "off-policy run, stayed in the first-order regime its derivation assumes.",
         "",
         "| run | own objective | test set: run - base | held-out pool: last - first | own training prompts: "
         "last - first | off-policy regime (last PPO iteration) | claims on it |",

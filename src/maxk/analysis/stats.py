@@ -29,6 +29,7 @@ __all__ = [
     "WilcoxonResult",
     "bootstrap_ci",
     "bootstrap_counts",
+    "detectable_effect",
     "holm",
     "two_level_draws",
     "two_level_interval",
@@ -83,6 +84,20 @@ def paired_interval(
     d = np.asarray(d, dtype=np.float64)
     low, high = bootstrap_ci(d, bootstrap_counts(len(d), resamples, seed), confidence)
     return float(d.mean()), float(low), float(high)
+
+
+def detectable_effect(d: ArrayLike, *, alpha: float, power: float) -> float:
+    """The smallest true mean of paired differences ``d`` that a one-sided test at level ``alpha`` finds
+    with probability ``power``, from their observed standard deviation (normal approximation):
+    ``(z(1 - alpha) + z(power)) * sd(d) / sqrt(P)`` (NaN with fewer than two differences). For a
+    two-sided interval at confidence c, ``alpha = (1 - c) / 2``: the effect whose interval excludes zero
+    with probability ``power``."""
+    from scipy.stats import norm
+
+    d = np.asarray(d, dtype=np.float64)
+    if d.size < 2:
+        return math.nan
+    return float((norm.ppf(1 - alpha) + norm.ppf(power)) * np.std(d, ddof=1) / math.sqrt(d.size))
 
 
 def two_level_interval(
