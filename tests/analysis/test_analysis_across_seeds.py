@@ -196,7 +196,7 @@ def test_what_each_run_learned_is_listed_per_seed_and_pooled_over_seeds():
         learning[s] = pd.DataFrame([
             {"run": "offpolicy_bon", "objective": "max@4", "test_effect": d.mean(),
              "test_ci_low": d.mean() - 0.01, "test_ci_high": d.mean() + 0.01, "off_policy": True,
-             "clamped_frac": 0.4 if s == 2 else 0.01, "regime_ok": s == 1},
+             "clamped_frac": 0.4 if s == 2 else 0.01, "regime_ok": s == 1, "paper_effect": 0.027},
         ])  # fmt: skip
         ids = pd.Index([f"p{i}" for i in range(30)], name="problem_id")
         differences[s] = differences_frame({"learned:test:offpolicy_bon": pd.Series(d, index=ids)})
@@ -211,3 +211,7 @@ def test_what_each_run_learned_is_listed_per_seed_and_pooled_over_seeds():
     text = "\n".join(render_learning_across_seeds(rows, [1, 2], 3))
     assert "## What each run learned, across seeds" in text and "(2 seeds)" in text
     assert "1: in (1% clamped); 2: out (40% clamped)" in text and "| not measured |" in text
+    assert "| paper: run - base |" in text and "| +0.027 |" in text  # the paper's own effect beside ours
+    learning[2].loc[0, "paper_effect"] = learning[1].loc[0, "paper_effect"] = np.nan  # not reported
+    rows = learning_across_seeds(learning, differences, seed=4, resamples=300, confidence=0.95)
+    assert "paper: run - base" not in "\n".join(render_learning_across_seeds(rows, [1, 2], 3))

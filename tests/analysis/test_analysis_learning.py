@@ -256,3 +256,32 @@ def test_the_claims_slice_carries_each_run_s_objective_settings():
     assert got["runs"]["a"] == {"method": "bon_mean", "reward_kind": "continuous", "bon_k": 2,
                                 "num_generations": 8, "num_iterations": 3, "delta_clamp": 0.2}  # fmt: skip
     assert got["runs"]["b"]["reward_kind"] == "binary" and got["runs"]["b"]["bon_k"] == 4
+
+
+def test_the_paper_s_own_effect_stands_beside_each_run_s():
+    """The paper's run minus its base at the run's own objective on CodeContests (its full max@k table,
+    tab:full_cc_max: base max@4 0.485, max@8 0.544; BoN mean max@4 0.522, LOO-1 0.480, BoN-max mean
+    max@8 0.562); a run the paper does not name is read by its estimator; GRPO at max@1 from table 3/4."""
+    from maxk.analysis.paper_results import paper_lookup
+
+    c = cfg(paper_dataset="CC")
+    c["models"].update(probe_mean_k2="a probe", beyond="beyond the paper")
+    extra = {"probe_mean_k2": settings("bon_mean", bon_k=2), "beyond": settings("bon_subset_std")}
+    c["runs"] = {**SETTINGS, **extra}
+    table = learning_table(c, metrics_of({}), {}, seed=0, paper_lookup=paper_lookup).set_index("run")
+    assert table.loc["bon_mean", "paper_effect"] == pytest.approx(0.522 - 0.485)
+    assert table.loc["bon_loo1", "paper_effect"] == pytest.approx(0.480 - 0.485)
+    assert table.loc["bon_max_mean", "paper_effect"] == pytest.approx(0.562 - 0.544)
+    assert table.loc["bon_mean", "paper_table"] == "table6"
+    assert table.loc["probe_mean_k2", "paper_effect"] == pytest.approx(0.465 - 0.411)  # BoN mean's max@2
+    assert table.loc["grpo_e4_ppo1", "paper_effect"] == pytest.approx(
+        paper_lookup("grpo_e4_ppo1", "CC", "max", 1)[1] - paper_lookup("base", "CC", "max", 1)[1]
+    )
+    assert pd.isna(table.loc["beyond", "paper_effect"])  # an estimator the paper does not run
+    text = "\n".join(render_learning(table.reset_index(), 3, confidence=0.95, paper_dataset="CC"))
+    assert "| paper (CC): run - base |" in text and "+0.037 (0.485 -> 0.522)" in text
+    assert "| `beyond` | max@4 |" in text and "| not reported |" in text
+    # no paper dataset: no column, and nothing looked up
+    plain = learning_table(cfg(), metrics_of({}), {}, seed=0, paper_lookup=paper_lookup)
+    assert plain["paper_effect"].isna().all()
+    assert "paper (" not in "\n".join(render_learning(plain, 3, confidence=0.95))

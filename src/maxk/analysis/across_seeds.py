@@ -161,8 +161,9 @@ def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], 
     (bold: the run learned there) and regime, then each part pooled over the seeds."""
     if not rows:
         return []
+    paper = any(pd.notna(row.get("paper_effect")) for r in rows for row in r["seeds"].values())
     head = ["run", "own objective", *(f"seed {s}: test set" for s in seeds), *(f"pooled: {p}" for p in PARTS),
-            "off-policy regime by seed"]  # fmt: skip
+            *(["paper: run - base"] if paper else []), "off-policy regime by seed"]  # fmt: skip
     lines = [
         "## What each run learned, across seeds",
         "",
@@ -187,13 +188,19 @@ def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], 
             p = r["pooled"].get(part)
             pooled = _interval(p["effect"], p["ci_low"], p["ci_high"], decimals) if p else ""
             cells.append(f"{pooled} ({p['seeds']} seeds)" if p else "not measured")
+        if paper:
+            effects = [
+                row["paper_effect"] for row in r["seeds"].values() if pd.notna(row.get("paper_effect"))
+            ]
+            cells.append(f"{effects[0]:+.{decimals}f}" if effects else "not reported")
         cells.append("; ".join(regimes) or "on-policy")
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
         "Per seed: the run's own objective on the unseen test set, run - base (bold: interval above zero, "
         "the run learned there). pooled: the mean over the seeds that measured it, with a two-level "
-        "bootstrap interval (seeds, then problems).",
+        "bootstrap interval (seeds, then problems). paper: the paper's own run minus its base model at "
+        "the same objective, where its tables report both (`learning.csv`: `paper_table`).",
         "",
     ]
     return lines

@@ -528,7 +528,9 @@ def _claims(args: argparse.Namespace) -> int:
             cfg, metrics, seed=args.seed, curve=curve, endpoints=endpoints, calibration=calibration,
             differences=differences,
         )  # fmt: skip
-        learning = learning_table(cfg, metrics, train_frames, seed=args.seed, differences=differences)
+        learning = learning_table(
+            cfg, metrics, train_frames, seed=args.seed, differences=differences, paper_lookup=paper_lookup
+        )
         frame = evaluate_claims(
             cfg,
             metrics,
@@ -566,6 +568,7 @@ def _claims(args: argparse.Namespace) -> int:
                     int(cfg["decimals"]),
                     confidence=float(boot["confidence"]),
                     power=float(cfg["claims"]["power"]),
+                    paper_dataset=cfg["claims"].get("paper_dataset"),
                 ),
             )
         )

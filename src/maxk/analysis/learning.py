@@ -17,6 +17,10 @@ instrument check):
 - **on its own training prompts** (``train.heldout.own_prompts``): the same, last minus first, on a
   seeded sample of the prompts it trained on. A rise here with none on the test set is a
   generalisation failure; no rise here either, an optimisation failure;
+- **the paper's own effect** at the same objective, where ``analysis.claims.paper_dataset`` names one
+  of the paper's datasets and its tables report the run (by run name, else by estimator): the paper's
+  run minus its base model (its full max@k tables 6-14, e.g. BoN mean's max@4 on CodeContests +0.037),
+  to set beside ours and beside what this run can detect;
 - **for an off-policy run** (an estimator that uses the ratio deltas): the first-order regime its
   derivation assumes (the paper's section 3.3: "probability ratios are usually close to 1"), read
   at its last PPO iteration from the training metrics: the share of deltas clamped at ``delta_clamp``
@@ -29,7 +33,7 @@ instrument check):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -58,6 +62,7 @@ LEARNING_COLUMNS = (
     "run", "method", "objective", "dataset",
     *(f"{part}_{c}" for part in PARTS
       for c in ("before", "after", "effect", "ci_low", "ci_high", "n", "detectable")),
+    "paper_before", "paper_after", "paper_effect", "paper_table",
     "learned", "off_policy", "regime_iteration", "clamped_frac", "median_abs_delta", "regime_ok", "gate",
 )  # fmt: skip
 
@@ -131,6 +136,7 @@ def learning_table(
     *,
     seed: int,
     differences: dict[str, pd.Series] | None = None,
+    paper_lookup: Callable[[str, str, str, int], tuple[str, float] | None] | None = None,
 ) -> pd.DataFrame:
     """One row per run of ``cfg["runs"]`` that ``cfg["models"]`` lists (``LEARNING_COLUMNS``).
 
@@ -139,6 +145,7 @@ def learning_table(
     metrics on the claims' dataset (the base's too); ``train_metrics[run]``: the run's metrics CSV.
     A part with nothing to read is left empty. ``differences``, when given, is filled with each part's
     per-problem values under ``learned:{part}:{run}`` (what the across-seed report pools).
+    ``paper_lookup`` (``maxk.analysis.paper_results.paper_lookup``), when given, fills the paper's effect.
     """
     dataset, boot = cfg["claims"]["dataset"], cfg["bootstrap"]
     limits = cfg["claims"]["offpolicy_regime"]
@@ -175,6 +182,7 @@ def learning_table(
             if differences is not None:
                 differences[f"learned:{part}:{run}"] = pd.Series(d, index=index, name=run)
         row["learned"] = None if "test" not in per_part else bool(row["test_ci_low"] > 0)
+        row.update(_paper_effect(paper_lookup, cfg["claims"].get("paper_dataset"), run, settings, metric, k))
         row["off_policy"] = estimator(settings["method"]).uses_deltas and int(settings["num_iterations"]) > 1
         if row["off_policy"]:
             reg = regime(frame, limits)
@@ -183,6 +191,28 @@ def learning_table(
         row["gate"] = _gate(row, limits)
         rows.append(row)
     return pd.DataFrame(rows, columns=list(LEARNING_COLUMNS))
+
+
+def _paper_effect(
+    lookup: Callable[[str, str, str, int], tuple[str, float] | None] | None,
+    dataset: str | None,
+    run: str,
+    settings: Mapping,
+    metric: str,
+    k: int,
+) -> dict:
+    """The paper's run (this run's name, else its estimator) and base model at ``metric@k`` on the paper's
+    ``dataset``: ``paper_before``, ``paper_after``, ``paper_effect``, ``paper_table`` (empty where the
+    paper does not report both)."""
+    if not (lookup and dataset):
+        return {}
+    base = lookup("base", dataset, metric, k)
+    found = lookup(run, dataset, metric, k) or lookup(settings["method"], dataset, metric, k)
+    if base is None or found is None:
+        return {}
+    tables = found[0] if found[0] == base[0] else f"{found[0]}, {base[0]}"
+    return {"paper_before": base[1], "paper_after": found[1], "paper_effect": found[1] - base[1],
+            "paper_table": tables}  # fmt: skip
 
 
 def _gate(row: Mapping, limits: Mapping) -> str | None:
@@ -226,12 +256,30 @@ def _part_cell(r: Mapping, part: str, decimals: int) -> str:
     return f"{'**' + cell + '**' if low > 0 else cell} ({before} -> {after}; detectable {detectable or '?'})"
 
 
+def _paper_cell(r: Mapping, decimals: int) -> str:
+    e = r.get("paper_effect")
+    if e is None or (isinstance(e, float) and math.isnan(e)):
+        return "not reported"
+    before, after = _num(r["paper_before"], decimals, False), _num(r["paper_after"], decimals, False)
+    return f"{_num(e, decimals)} ({before} -> {after})"
+
+
 def render_learning(
-    table: pd.DataFrame, decimals: int, *, confidence: float, power: float = 0.8
+    table: pd.DataFrame,
+    decimals: int,
+    *,
+    confidence: float,
+    power: float = 0.8,
+    paper_dataset: str | None = None,
 ) -> list[str]:
-    """The per-run section of ``claims.md`` (lines)."""
+    """The per-run section of ``claims.md`` (lines); with ``paper_dataset``, a column of the paper's own
+    effect at each run's objective on that dataset."""
     if table.empty:
         return []
+    paper = [f"paper ({paper_dataset}): run - base"] if paper_dataset else []
+    head = ["run", "own objective", "test set: run - base", *paper, "held-out pool: last - first",
+            "own training prompts: last - first", "off-policy regime (last PPO iteration)",
+            "claims on it"]  # fmt: skip
     lines = [
         "## What each run learned",
         "",
@@ -242,9 +290,8 @@ def render_learning(
         "read only where every run it compares raised its own objective on the test set and, for an "
         "off-policy run, stayed in the first-order regime its derivation assumes.",
         "",
-        "| run | own objective | test set: run - base | held-out pool: last - first | own training prompts: "
-        "last - first | off-policy regime (last PPO iteration) | claims on it |",
-        "|---|---|---|---|---|---|---|",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
     ]
     for r in table.to_dict("records"):
         if r["off_policy"]:
@@ -259,7 +306,8 @@ def render_learning(
         else:
             reg = "on-policy" if not estimator(r["method"]).uses_deltas else "on-policy (1 PPO iteration)"
         gate = r["gate"] if isinstance(r["gate"], str) else "readable"
-        lines.append("| " + " | ".join([f"`{r['run']}`", r["objective"], _part_cell(r, "test", decimals),
-                                         _part_cell(r, "heldout", decimals), _part_cell(r, "own", decimals),
-                                         reg, gate]) + " |")  # fmt: skip
+        cells = [f"`{r['run']}`", r["objective"], _part_cell(r, "test", decimals),
+                 *([_paper_cell(r, decimals)] if paper_dataset else []),
+                 _part_cell(r, "heldout", decimals), _part_cell(r, "own", decimals), reg, gate]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]
