@@ -204,7 +204,7 @@ def test_claims_md_opens_with_the_instrument_then_what_each_run_learned():
         "run": "x",
     }
     md = render_claims_markdown(
-        frame, 3, instrument=instrument, learning=render_learning(table, 3, confidence=0.95)
+        frame, 3, instrument=instrument, learning=render_learning(table, 3, confidence=0.95, power=0.8)
     )
     assert (
         md.index("## Instrument check")
@@ -278,10 +278,10 @@ def test_the_paper_s_own_effect_stands_beside_each_run_s():
         paper_lookup("grpo_e4_ppo1", "CC", "max", 1)[1] - paper_lookup("base", "CC", "max", 1)[1]
     )
     assert pd.isna(table.loc["beyond", "paper_effect"])  # an estimator the paper does not run
-    text = "\n".join(render_learning(table.reset_index(), 3, confidence=0.95, paper_dataset="CC"))
+    text = "\n".join(render_learning(table.reset_index(), 3, confidence=0.95, power=0.8, paper_dataset="CC"))
     assert "| paper (CC): run - base |" in text and "+0.037 (0.485 -> 0.522)" in text
     assert "| `beyond` | max@4 |" in text and "| not reported |" in text
     # no paper dataset: no column, and nothing looked up
     plain = learning_table(cfg(), metrics_of({}), {}, seed=0, paper_lookup=paper_lookup)
     assert plain["paper_effect"].isna().all()
-    assert "paper (" not in "\n".join(render_learning(plain, 3, confidence=0.95))
+    assert "paper (" not in "\n".join(render_learning(plain, 3, confidence=0.95, power=0.8))

@@ -269,7 +269,7 @@ def render_learning(
     decimals: int,
     *,
     confidence: float,
-    power: float = 0.8,
+    power: float,
     paper_dataset: str | None = None,
 ) -> list[str]:
     """The per-run section of ``claims.md`` (lines); with ``paper_dataset``, a column of the paper's own
