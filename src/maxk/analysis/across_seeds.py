@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from maxk.analysis.claims import INSTRUMENT_PARTS, NOT_TESTABLE, NOT_WORKING, READ
-from maxk.analysis.learning import PARTS
+from maxk.analysis.learning import PARTS, fmt_interval, fmt_number
 from maxk.analysis.stats import two_level_draws, two_level_interval
 from maxk.seeds import derive_seed
 
@@ -178,7 +178,7 @@ def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], 
             if row is None or pd.isna(row.get("test_effect")):
                 cells.append("not measured")
             else:
-                cell = _interval(row["test_effect"], row["test_ci_low"], row["test_ci_high"], decimals)
+                cell = fmt_interval(row["test_effect"], row["test_ci_low"], row["test_ci_high"], decimals)
                 cells.append(f"**{cell}**" if row["test_ci_low"] > 0 else cell)
             if row is not None and bool(row.get("off_policy")) and pd.notna(row.get("clamped_frac")):
                 ok = row.get("regime_ok")
@@ -186,13 +186,13 @@ def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], 
                 regimes.append(f"{s}: {state} ({float(row['clamped_frac']):.0%} clamped)")
         for part in PARTS:
             p = r["pooled"].get(part)
-            pooled = _interval(p["effect"], p["ci_low"], p["ci_high"], decimals) if p else ""
+            pooled = fmt_interval(p["effect"], p["ci_low"], p["ci_high"], decimals) if p else ""
             cells.append(f"{pooled} ({p['seeds']} seeds)" if p else "not measured")
         if paper:
             effects = [
                 row["paper_effect"] for row in r["seeds"].values() if pd.notna(row.get("paper_effect"))
             ]
-            cells.append(f"{effects[0]:+.{decimals}f}" if effects else "not reported")
+            cells.append(fmt_number(effects[0], decimals) if effects else "not reported")
         cells.append("; ".join(regimes) or "on-policy")
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
@@ -278,16 +278,6 @@ def across_seeds(
     return frame
 
 
-def _fmt(v: object, decimals: int, signed: bool = True) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    return f"{float(v):+.{decimals}f}" if signed else f"{float(v):.{decimals}f}"
-
-
-def _interval(effect: object, low: object, high: object, decimals: int) -> str:
-    return f"{_fmt(effect, decimals)} [{_fmt(low, decimals)}, {_fmt(high, decimals)}]"
-
-
 def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float, power: float) -> str:
     """``across_seeds.md``: which seeds' instruments work, then one line per claim."""
     seeds, works = frame.attrs["seeds"], frame.attrs["works"]
@@ -305,7 +295,7 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
         n = len(p["seeds"])
         lines.append(
             f"- instrument, {p['what']}, mean over all {n} seed(s) that record it (working or not): "
-            f"{_interval(p['effect'], p['ci_low'], p['ci_high'], decimals)} ({confidence:.0%} two-level "
+            f"{fmt_interval(p['effect'], p['ci_low'], p['ci_high'], decimals)} ({confidence:.0%} two-level "
             f"bootstrap, seeds then problems): {'above zero' if p['ok'] else 'NOT above zero'}; the "
             f"per-seed check passes on {p['works_in']} of {n} seed(s)"
         )
@@ -328,7 +318,7 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
             if e is None or (isinstance(e, float) and math.isnan(e)):
                 cells.append("not tested")
                 continue
-            cell = _interval(e, r[f"ci_low_{s}"], r[f"ci_high_{s}"], decimals)
+            cell = fmt_interval(e, r[f"ci_low_{s}"], r[f"ci_high_{s}"], decimals)
             verdict = r[f"verdict_{s}"]
             mark = (
                 " (n/w)"
@@ -339,11 +329,11 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
             )
             cells.append(f"**{cell}**" if verdict == "holds" else cell + mark)
         cells.append(f"{r['holds_in']} of {r['tested_in']}")
-        pooled = _interval(r["effect"], r["ci_low"], r["ci_high"], decimals) if r["pooled_seeds"] else ""
+        pooled = fmt_interval(r["effect"], r["ci_low"], r["ci_high"], decimals) if r["pooled_seeds"] else ""
         cells += [
             pooled,
-            _fmt(r["detectable_effect"], decimals, signed=False),
-            _fmt(r["paper_effect"], decimals),
+            fmt_number(r["detectable_effect"], decimals, signed=False),
+            fmt_number(r["paper_effect"], decimals),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [

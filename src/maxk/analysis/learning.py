@@ -46,6 +46,8 @@ from maxk.seeds import derive_seed
 __all__ = [
     "LEARNING_COLUMNS",
     "PARTS",
+    "fmt_interval",
+    "fmt_number",
     "gates",
     "learning_table",
     "measured_endpoints",
@@ -239,10 +241,16 @@ def gates(table: pd.DataFrame) -> dict[str, str | None]:
     return {r["run"]: (r["gate"] if isinstance(r["gate"], str) else None) for r in table.to_dict("records")}
 
 
-def _num(v: object, decimals: int, signed: bool = True) -> str:
+def fmt_number(v: object, decimals: int, signed: bool = True) -> str:
+    """``v`` with ``decimals`` decimals (a sign unless ``signed`` is False); "" for None or NaN."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     return f"{float(v):+.{decimals}f}" if signed else f"{float(v):.{decimals}f}"
+
+
+def fmt_interval(effect: object, low: object, high: object, decimals: int) -> str:
+    """``+e [+low, +high]``, each signed with ``decimals`` decimals."""
+    return f"{fmt_number(effect, decimals)} [{fmt_number(low, decimals)}, {fmt_number(high, decimals)}]"
 
 
 def _part_cell(r: Mapping, part: str, decimals: int) -> str:
@@ -250,9 +258,10 @@ def _part_cell(r: Mapping, part: str, decimals: int) -> str:
     if e is None or (isinstance(e, float) and math.isnan(e)):
         return "not measured"
     low, high = r[f"{part}_ci_low"], r[f"{part}_ci_high"]
-    cell = f"{_num(e, decimals)} [{_num(low, decimals)}, {_num(high, decimals)}]"
-    before, after = _num(r[f"{part}_before"], decimals, False), _num(r[f"{part}_after"], decimals, False)
-    detectable = _num(r.get(f"{part}_detectable"), decimals, False)
+    cell = fmt_interval(e, low, high, decimals)
+    before = fmt_number(r[f"{part}_before"], decimals, signed=False)
+    after = fmt_number(r[f"{part}_after"], decimals, signed=False)
+    detectable = fmt_number(r.get(f"{part}_detectable"), decimals, False)
     return f"{'**' + cell + '**' if low > 0 else cell} ({before} -> {after}; detectable {detectable or '?'})"
 
 
@@ -260,8 +269,9 @@ def _paper_cell(r: Mapping, decimals: int) -> str:
     e = r.get("paper_effect")
     if e is None or (isinstance(e, float) and math.isnan(e)):
         return "not reported"
-    before, after = _num(r["paper_before"], decimals, False), _num(r["paper_after"], decimals, False)
-    return f"{_num(e, decimals)} ({before} -> {after})"
+    before = fmt_number(r["paper_before"], decimals, signed=False)
+    after = fmt_number(r["paper_after"], decimals, signed=False)
+    return f"{fmt_number(e, decimals)} ({before} -> {after})"
 
 
 def render_learning(
@@ -300,7 +310,7 @@ def render_learning(
             ):
                 reg = "not measured"
             else:
-                med = _num(r["median_abs_delta"], 3, False) or "?"
+                med = fmt_number(r["median_abs_delta"], 3, False) or "?"
                 state = {True: "inside", False: "OUTSIDE", None: "not measured"}[r["regime_ok"]]
                 reg = f"{state}: {float(r['clamped_frac']):.0%} clamped, median abs(delta) {med}"
         else:
