@@ -17,6 +17,7 @@ from maxk.io import atomic_open, read_jsonl, write_jsonl
 from maxk.provenance import config_hash, cpu_description, provenance_record, write_provenance
 
 ROOT = Path(__file__).resolve().parents[1]
+ENV_FILES = sorted((ROOT / "envs").glob("*.yaml"))  # one conda env per stage (cluster users)
 
 
 def requirement_pins(reqs: list[str]) -> dict[str, str]:
@@ -42,7 +43,7 @@ def env_pip(env: dict) -> list[str]:
     return next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
 
 
-@pytest.mark.parametrize("env_file", sorted((ROOT / "envs").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("env_file", ENV_FILES, ids=lambda p: p.name)
 def test_conda_envs_parse_and_agree_with_pyproject(env_file: Path) -> None:
     env = yaml.safe_load(env_file.read_text())
     assert env["name"].startswith("maxk-")
@@ -62,7 +63,6 @@ def test_conda_envs_parse_and_agree_with_pyproject(env_file: Path) -> None:
 GPU_ONLY = ("vllm", "deepspeed")  # never installed here (CI); the rest of each pip part is
 
 
-ENV_FILES = sorted((ROOT / "envs").glob("*.yaml"))
 #: the stage env with the most pip requirements: the one installed below (an install costs most of a
 #: minute of CI, and the post-deploy step it proves is the same script for every env)
 LARGEST_ENV = max(ENV_FILES, key=lambda p: len(env_pip(yaml.safe_load(p.read_text()))))
