@@ -258,6 +258,34 @@ def test_the_claims_slice_carries_each_run_s_objective_settings():
     assert got["runs"]["b"]["reward_kind"] == "binary" and got["runs"]["b"]["bon_k"] == 4
 
 
+def test_a_run_that_did_not_raise_its_objective_says_whether_the_paper_s_effect_was_visible():
+    """Beside "did not raise": the paper's own effect against the smallest the test set detects, from
+    the same table row; below it, a reproduction of the paper would likely read "did not raise" too."""
+    metrics = metrics_of({})
+    for run in ("bon_mean", "bon_loo1", "bon_max_mean"):  # noisy, unrelated to the base: did not learn
+        noisy = np.clip(synthetic_rewards(60, 16, 0.0, 7) - 0.05, 0, 1)
+        metrics[(run, "ds")] = compute_metrics(reward_matrix(scores_frame(noisy, "ds")))
+    paper = {"base": 0.5, "bon_mean": 0.9, "bon_loo1": 0.501}  # bon_max_mean: not in the paper here
+
+    def lookup(run: str, dataset: str, metric: str, k: int):
+        return ("tableX", paper[run]) if run in paper and dataset == "CC" else None
+
+    table = learning_table(cfg(paper_dataset="CC"), metrics, {}, seed=0, paper_lookup=lookup)
+    table = table.set_index("run")
+    assert not table.loc[["bon_mean", "bon_loo1", "bon_max_mean"], "learned"].any()
+    for run, side, effect in (("bon_mean", "above", "+0.400"), ("bon_loo1", "below", "+0.001")):
+        detectable = table.loc[run, "test_detectable"]
+        assert 0.001 < detectable < 0.4
+        assert table.loc[run, "gate"] == (
+            f"{run} did not raise max@4 (the paper's own effect, {effect}, is {side} the "
+            f"{detectable:.3f} this test set detects)"
+        )
+    assert table.loc["bon_max_mean", "gate"] == "bon_max_mean did not raise max@8"  # nothing to set beside
+    blocked = evaluate_claims(cfg(paper_dataset="CC"), metrics, seed=0, gates=gates(table.reset_index()))
+    verdict = blocked.set_index("id").loc["bon_mean_beats_bon_loo1", "verdict"]
+    assert verdict.startswith(f"{NOT_TESTABLE}: bon_mean did not raise max@4 (the paper's own effect")
+
+
 def test_the_paper_s_own_effect_stands_beside_each_run_s():
     """The paper's run minus its base at the run's own objective on CodeContests (its full max@k table,
     tab:full_cc_max: base max@4 0.485, max@8 0.544; BoN mean max@4 0.522, LOO-1 0.480, BoN-max mean

@@ -25,7 +25,11 @@ instrument check):
   derivation assumes (the paper's section 3.3: "probability ratios are usually close to 1"), read
   at its last PPO iteration from the training metrics: the share of deltas clamped at ``delta_clamp``
   and the median |delta|, each averaged over that iteration's optimizer steps, against
-  ``analysis.claims.offpolicy_regime``.
+  ``analysis.claims.offpolicy_regime``;
+- **why a claim on it cannot be read** (``gate``): the run did not raise its objective (and, where
+  the paper reports the run, whether the paper's own effect is below or above what this test set
+  detects: below it, a run that reproduced the paper's effect exactly would still miss it more often
+  than ``1 - power``), or an off-policy run left its regime.
 
 ``gates`` turns the table into one reason per run why a claim on it cannot be read (None: it can).
 """
@@ -223,7 +227,7 @@ def _gate(row: Mapping, limits: Mapping) -> str | None:
     if row["learned"] is None:
         return f"{run}'s {objective} was not measured on {row['dataset']}"
     if not row["learned"]:
-        return f"{run} did not raise {objective}"
+        return f"{run} did not raise {objective}" + _resolution(row)
     if row["off_policy"]:
         if row["regime_ok"] is None:
             return f"{run}'s off-policy regime was not measured"
@@ -234,6 +238,20 @@ def _gate(row: Mapping, limits: Mapping) -> str | None:
                 f"median |delta| {row['median_abs_delta']:.3f}; limits {clamped:.0%}, {median:.3f})"
             )
     return None
+
+
+def _resolution(row: Mapping) -> str:
+    """Beside "did not raise": the paper's own effect at the objective against the smallest effect the
+    test set detects, so a reader sees whether the paper's effect could have been seen here at all
+    ("" where either is unknown)."""
+    paper, detectable = row.get("paper_effect"), row.get("test_detectable")
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (paper, detectable)):
+        return ""
+    side = "below" if float(paper) < float(detectable) else "above"
+    return (
+        f" (the paper's own effect, {fmt_number(paper, 3)}, is {side} the "
+        f"{fmt_number(detectable, 3, signed=False)} this test set detects)"
+    )
 
 
 def gates(table: pd.DataFrame) -> dict[str, str | None]:
