@@ -22,10 +22,10 @@ from scipy.special import comb
 
 from maxk.metrics import max_at_k_batch, pass_at_k_batch, powers_of_two
 from maxk.objectives import (
+    ESTIMATORS,
     compute_advantages,
     offpolicy_bon_rewards,
     offpolicy_bon_rewards_exact,
-    uses_deltas,
 )
 
 
@@ -91,13 +91,13 @@ def main() -> None:
     for n in (8, 64):
         r = torch.rand(args.groups, n, dtype=torch.float32)
         k = 4 if n == 8 else 16
-        paper = ("grpo", "bon_mean", "bon_loo1", "offpolicy_bon")
-        for method in (*paper, "offpolicy_bon_exact", "bon_subset_std", "bon_mean_centered"):
-            kw = {"k": k} if method != "grpo" else {}
-            if uses_deltas(method):
+        for method, spec in ESTIMATORS.items():  # every registered estimator, in registration order
+            kw = {"k": max(k, spec.min_k)} if spec.needs_k else {}
+            if spec.uses_deltas:
                 kw["deltas"] = torch.randn_like(r) * 0.05
             t = timed(lambda m=method, kw=kw, r=r: compute_advantages(m, r, **kw), repeat=5)
-            print(f"advantages {method:19s} {args.groups}x{n}: {t * 1e3:7.2f} ms")
+            width = max(map(len, ESTIMATORS))
+            print(f"advantages {method:{width}s} {args.groups}x{n}: {t * 1e3:7.2f} ms")
         rb = r[: args.baseline_groups].double()
         t_bon = timed(lambda r=r, k=k: compute_advantages("bon_mean", r, k=k), repeat=5)
         t_lb = timed(lambda rb=rb, k=k: loop_bon_rewards(rb, k)) * args.groups / len(rb)

@@ -62,8 +62,6 @@ def run(backend, prompts, params) -> tuple[float, int, int]:
     return seconds, sum(len(r) for r in results), sum(s.num_tokens for r in results for s in r)
 
 
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="the base model (default: the embedded config seed's)")

@@ -37,8 +37,6 @@ class StandInScorer:
         return out
 
 
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=None, help="the base model (default: the embedded config seed's)")

@@ -111,8 +111,6 @@ def timed(fn, *args) -> float:
     return time.perf_counter() - start
 
 
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=None, help="the base model (default: the embedded config seed's)")

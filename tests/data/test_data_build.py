@@ -16,7 +16,13 @@ from maxk.data.build import DataError, build_dataset, split_records
 
 SMALL = default_config()
 SMALL["data"]["pools"]["suite"]["options"]["n"] = 200
-SMALL["data"]["pools"]["suite"]["expected"] = {"filtered": 200, "sft": 120, "rl": 50, "heldout": 10, "test": 20}
+SMALL["data"]["pools"]["suite"]["expected"] = {
+    "filtered": 200,
+    "sft": 120,
+    "rl": 50,
+    "heldout": 10,
+    "test": 20,
+}
 
 
 def test_splits_disjoint_exact_and_seeded():
