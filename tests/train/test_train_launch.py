@@ -163,6 +163,32 @@ def test_checkpoints_fall_between_generation_batches():
     assert train_slice(cfg, "grpo_e1_ppo1")  # one PPO iteration: any interval
 
 
+def test_a_run_may_set_its_own_group_size_and_planning_checks_it(tmp_path):
+    """BoN-max's objective is max@n: a run may sample fewer completions per prompt (with a micro-batch
+    that holds whole groups). A micro-batch of part groups, or a k the estimator cannot take at that
+    n, fails at planning, naming the run."""
+    from maxk.train.grpo import MaxKGRPOConfig
+
+    cfg = _config("config.yaml")
+    train = cfg["train"]
+    run = {"method": "bon_max_mean", "num_generations": 2, "per_device_train_batch_size": 16}
+    eff = run_config(train, run)
+    args = MaxKGRPOConfig(**grpo_kwargs(eff, output_dir=str(tmp_path), seed=1, use_cpu=True))
+    assert (args.num_generations, args.per_device_train_batch_size) == (2, 16) != (
+        train["num_generations"], train["per_device_train_batch_size"],
+    )  # fmt: skip
+    assert run_hash(eff) != run_hash(run_config(train, {"method": "bon_max_mean"}))
+    check_run("small", eff)
+    cfg["runs"]["bon_max_mean"].update(num_generations=2, per_device_train_batch_size=16)
+    assert train_slice(cfg, "bon_max_mean")
+    cfg["runs"]["bon_max_mean"]["per_device_train_batch_size"] = 15
+    with pytest.raises(ValueError, match=r"run 'bon_max_mean': per_device_train_batch_size = 15 .*num_gen"):
+        train_slice(cfg, "bon_max_mean")
+    cfg["runs"]["bon_mean"].update(num_generations=2, per_device_train_batch_size=16)  # bon_k 4 > n 2
+    with pytest.raises(ValueError, match=r"run 'bon_mean': bon_mean: bon_k=4 must be in \[1, num_gen"):
+        train_slice(cfg, "bon_mean")
+
+
 def test_paper_values():
     t = _config("paper.yaml")["train"]
     assert (t["num_generations"], t["temperature"], t["top_p"], t["max_completion_length"]) == (

@@ -84,6 +84,8 @@ class RunSpec:
     bon_k: int | None
     bon_k_schedule: dict[str, Any] | None
     own_ratio: bool | None
+    num_generations: int | None
+    per_device_train_batch_size: int | None
     heldout: dict[str, Any] | None
     description: str | None
 

@@ -45,10 +45,12 @@ PASSTHROUGH = (
 )
 #: per-run keys that override ``train`` (table 4 varies epochs and PPO iterations; the estimators' k,
 #: its schedule, the own-ratio choice and the step size may differ between runs too: an off-policy run
-#: must stay near the policy it sampled from). A run's ``heldout`` is merged into ``train.heldout`` key
+#: must stay near the policy it sampled from; so may the group size n, which is BoN-max's k, with the
+#: micro-batch that holds whole groups). A run's ``heldout`` is merged into ``train.heldout`` key
 #: by key instead (``run_config``).
 RUN_OVERRIDES = (
     "num_train_epochs", "num_iterations", "learning_rate", "bon_k", "bon_k_schedule", "own_ratio",
+    "num_generations", "per_device_train_batch_size",
 )  # fmt: skip
 
 
@@ -75,7 +77,24 @@ def check_run(run: str, effective: dict[str, Any]) -> None:
     """Reject settings a run cannot honour. A checkpoint must fall between generation batches: TRL
     regenerates every ``num_iterations`` optimizer steps (``steps_per_generation`` = gradient
     accumulation), so a ``save_steps`` that is not a multiple of it resumes into a partly used batch,
-    which then gets extra PPO iterations."""
+    which then gets extra PPO iterations. Where the run's group size and estimator are given: the
+    micro-batch must hold whole groups, and the estimator's k must be one it takes at that group size,
+    so that planning fails here, naming the run, and not when its job starts."""
+    n, batch = effective.get("num_generations"), effective.get("per_device_train_batch_size")
+    if n is not None and batch is not None and int(batch) % int(n):
+        raise ValueError(
+            f"run {run!r}: per_device_train_batch_size = {batch} is not a multiple of "
+            f"num_generations = {n}; every micro-batch must hold whole groups"
+        )
+    if n is not None and effective.get("advantage_method"):
+        from maxk.objectives import estimator
+
+        try:
+            estimator(effective["advantage_method"]).check(
+                k=effective.get("bon_k"), n=int(n), reward_kind=effective.get("reward_kind", "continuous")
+            )
+        except ValueError as err:
+            raise ValueError(f"run {run!r}: {err}") from None
     save, iters = effective["save_steps"], int(effective["num_iterations"])
     if save and int(save) % iters:
         nearest = iters * max(1, round(int(save) / iters))
