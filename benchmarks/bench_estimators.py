@@ -88,6 +88,7 @@ def main() -> None:
     t_pass = timed(lambda: pass_at_k_batch(rewards == 1.0, ks), repeat=3)
     print(f"pass@k {args.problems}x{args.n}, {len(ks)} ks: batched {t_pass * 1e3:8.1f} ms")
 
+    width = max(map(len, ESTIMATORS))
     for n in (8, 64):
         r = torch.rand(args.groups, n, dtype=torch.float32)
         k = 4 if n == 8 else 16
@@ -96,7 +97,6 @@ def main() -> None:
             if spec.uses_deltas:
                 kw["deltas"] = torch.randn_like(r) * 0.05
             t = timed(lambda m=method, kw=kw, r=r: compute_advantages(m, r, **kw), repeat=5)
-            width = max(map(len, ESTIMATORS))
             print(f"advantages {method:{width}s} {args.groups}x{n}: {t * 1e3:7.2f} ms")
         rb = r[: args.baseline_groups].double()
         t_bon = timed(lambda r=r, k=k: compute_advantages("bon_mean", r, k=k), repeat=5)

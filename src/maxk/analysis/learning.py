@@ -245,7 +245,7 @@ def _resolution(row: Mapping) -> str:
     test set detects, so a reader sees whether the paper's effect could have been seen here at all
     ("" where either is unknown)."""
     paper, detectable = row.get("paper_effect"), row.get("test_detectable")
-    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (paper, detectable)):
+    if _missing(paper) or _missing(detectable):
         return ""
     side = "below" if float(paper) < float(detectable) else "above"
     return (
@@ -259,9 +259,14 @@ def gates(table: pd.DataFrame) -> dict[str, str | None]:
     return {r["run"]: (r["gate"] if isinstance(r["gate"], str) else None) for r in table.to_dict("records")}
 
 
+def _missing(v: object) -> bool:
+    """None or NaN: a cell with nothing measured (``learning.csv`` reads empty cells back as NaN)."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
 def fmt_number(v: object, decimals: int, signed: bool = True) -> str:
     """``v`` with ``decimals`` decimals (a sign unless ``signed`` is False); "" for None or NaN."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    if _missing(v):
         return ""
     return f"{float(v):+.{decimals}f}" if signed else f"{float(v):.{decimals}f}"
 
@@ -273,7 +278,7 @@ def fmt_interval(effect: object, low: object, high: object, decimals: int) -> st
 
 def _part_cell(r: Mapping, part: str, decimals: int) -> str:
     e = r[f"{part}_effect"]
-    if e is None or (isinstance(e, float) and math.isnan(e)):
+    if _missing(e):
         return "not measured"
     low, high = r[f"{part}_ci_low"], r[f"{part}_ci_high"]
     cell = fmt_interval(e, low, high, decimals)
@@ -285,7 +290,7 @@ def _part_cell(r: Mapping, part: str, decimals: int) -> str:
 
 def _paper_cell(r: Mapping, decimals: int) -> str:
     e = r.get("paper_effect")
-    if e is None or (isinstance(e, float) and math.isnan(e)):
+    if _missing(e):
         return "not reported"
     before = fmt_number(r["paper_before"], decimals, signed=False)
     after = fmt_number(r["paper_after"], decimals, signed=False)
@@ -323,9 +328,7 @@ def render_learning(
     ]
     for r in table.to_dict("records"):
         if r["off_policy"]:
-            if r["clamped_frac"] is None or (
-                isinstance(r["clamped_frac"], float) and math.isnan(r["clamped_frac"])
-            ):
+            if _missing(r["clamped_frac"]):
                 reg = "not measured"
             else:
                 med = fmt_number(r["median_abs_delta"], 3, False) or "?"

@@ -91,7 +91,7 @@ def check_run(run: str, effective: dict[str, Any]) -> None:
 
         try:
             estimator(effective["advantage_method"]).check(
-                k=effective.get("bon_k"), n=int(n), reward_kind=effective.get("reward_kind", "continuous")
+                k=effective.get("bon_k"), n=int(n), reward_kind=effective["reward_kind"]
             )
         except ValueError as err:
             raise ValueError(f"run {run!r}: {err}") from None
