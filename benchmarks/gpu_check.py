@@ -153,7 +153,16 @@ class VariedScorer:
         return out
 
 
-def check_training(model: Path, data: str, work: Path, record: dict, deadline: float, save, stand_in) -> None:
+def check_training(
+    model: Path,
+    data: str,
+    work: Path,
+    record: dict,
+    deadline: float,
+    save,
+    stand_in,
+    only: list[str] | None = None,
+) -> None:
     import pandas as pd
     import torch
 
@@ -166,6 +175,8 @@ def check_training(model: Path, data: str, work: Path, record: dict, deadline: f
     runs = record.setdefault("train", {})
     cuda = torch.cuda.is_available()
     for run, spec in check_runs().items():
+        if only and run not in only:
+            continue
         if time.monotonic() > deadline:
             runs[run] = {"status": "skipped (train budget spent)"}
             continue
@@ -327,6 +338,9 @@ def main() -> None:
     ap.add_argument("--train-budget", type=float, default=300.0, help="seconds; later runs are skipped")
     ap.add_argument("--tiny", action="store_true", help="CPU rehearsal: small model, float32")
     ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument(
+        "--runs", nargs="+", metavar="RUN", help="train only these of the check's runs (a rerun after a fix)"
+    )
     ap.add_argument("--skip-generate", action="store_true")
     ap.add_argument("--launch", action="store_true", help="also run the train rule's command (item 3)")
     ap.add_argument(
@@ -335,6 +349,8 @@ def main() -> None:
         help="train on VariedScorer's rewards instead of the sandbox's",
     )
     a = ap.parse_args()
+    if a.runs and (unknown := sorted(set(a.runs) - set(check_runs()))):
+        ap.error(f"--runs: unknown {unknown}; the check's runs: {sorted(check_runs())}")
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -360,7 +376,7 @@ def main() -> None:
     if not a.skip_train:
         deadline = time.monotonic() + a.train_budget
         record["rewards"] = "VariedScorer (no execution)" if a.varied_rewards else "sandbox"
-        check_training(model, a.data, out / "train", record, deadline, save, a.varied_rewards)
+        check_training(model, a.data, out / "train", record, deadline, save, a.varied_rewards, a.runs)
     try:
         if not a.skip_generate:
             check_generation(model, a.test, record, a.tiny, save)

@@ -197,3 +197,13 @@ def test_delta_stats_measure_the_off_policy_regime():
     assert stats["abs_q90"] == pytest.approx(0.3 + 0.1 * (0.5 - 0.3))
     assert stats["clamped_frac"] == pytest.approx(0.3)  # 0.3, -0.5, 0.25 lie beyond 0.2 (0.2 itself does not)
     assert delta_stats(torch.zeros(0), clamp=0.2) == []
+
+
+def test_delta_regime_stays_on_the_deltas_device():
+    """The GPU check found every off-policy run failing on CUDA: the quantile levels were made on the
+    CPU ("quantile() q tensor must be on the same device as the input tensor"). The meta device
+    reproduces that fault without a GPU; the values stay on the deltas' device until one host sync."""
+    from maxk.train.grpo import delta_regime
+
+    out = delta_regime(torch.zeros(16, device="meta"), clamp=0.2)
+    assert out.device.type == "meta" and out.shape == (4,)
