@@ -45,12 +45,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import torch
 from scipy.special import gammaln
+
+from maxk.estimators import NEEDS, OBJECTIVES, REWARD_KINDS, EstimatorNeeds, declare
 
 __all__ = [
     "ESTIMATORS",
@@ -86,73 +89,30 @@ GRPO_STD_EPS = 1e-4
 
 Estimator = Callable[..., torch.Tensor]
 
-#: Reward kinds a training run can optimise (``train.reward_kind``): the fraction of tests passed, or
-#: 1 if all pass else 0.
-REWARD_KINDS: tuple[str, ...] = ("continuous", "binary")
 
+@dataclass(frozen=True, kw_only=True)
+class EstimatorSpec(EstimatorNeeds):
+    """An advantage estimator: its needs (``maxk.estimators.EstimatorNeeds``, declared there without
+    torch so that planning can read them) and ``fn``, the function that computes its advantages."""
 
-@dataclass(frozen=True)
-class EstimatorSpec:
-    """An advantage estimator and what it needs, registered together (verl's ``register_adv_est``
-    carries names; this carries the constraints too), so the trainer's and the config's checks read
-    them here and nowhere else.
-
-    ``min_k``: None when it takes no subset size; else the smallest k it is defined for (k <= n, the
-    group size, always). ``uses_deltas``: off-policy, its advantages depend on the importance-ratio
-    deltas ``rho - 1`` (and ``delta_clamp``, ``own_ratio``), recomputed at every PPO iteration.
-    ``reward_kinds``: the rewards it is meant for. ``objective`` (``OBJECTIVES``): what a run trained
-    with it should raise, read by the per-run learning check (``maxk.analysis.learning``): by default
-    max@k where it takes a k, else max@1.
-    """
-
-    name: str
     fn: Estimator
-    min_k: int | None = None
-    uses_deltas: bool = False
-    reward_kinds: tuple[str, ...] = REWARD_KINDS
-    objective: str = "max@1"
 
-    @property
-    def needs_k(self) -> bool:
-        return self.min_k is not None
-
-    def check(self, *, k: int | None, n: int, reward_kind: str, what: str = "bon_k") -> None:
-        """Raise ValueError unless ``k`` (when it takes one) is in ``[min_k, n]`` and ``reward_kind`` is
-        one it is meant for; ``what`` names the setting in the message."""
-        if reward_kind not in self.reward_kinds:
-            raise ValueError(f"{self.name}: reward_kind {reward_kind!r} not in {self.reward_kinds}")
-        if self.min_k is not None and (k is None or not self.min_k <= k <= n):
-            raise ValueError(f"{self.name}: {what}={k} must be in [{self.min_k}, num_generations={n}]")
-
-
-#: What an estimator optimises (``EstimatorSpec.objective``): the mean reward (max@1), max@k at the run's
-#: ``bon_k``, or max@n over its ``num_generations`` samples (BoN-max rewards the best of the n it draws).
-OBJECTIVES: tuple[str, ...] = ("max@1", "max@k", "max@n")
 
 #: name -> its spec, in registration order.
 ESTIMATORS: dict[str, EstimatorSpec] = {}
 
 
-def register(
-    name: str,
-    *,
-    min_k: int | None = None,
-    uses_deltas: bool = False,
-    reward_kinds: tuple[str, ...] = REWARD_KINDS,
-    objective: str | None = None,
-) -> Callable[[Estimator], Estimator]:
-    """Decorator adding an estimator to ``ESTIMATORS`` under ``name`` with its constraints
-    (``EstimatorSpec``)."""
+def register(name: str, **constraints: Any) -> Callable[[Estimator], Estimator]:
+    """Decorator binding an estimator function to ``name`` in ``ESTIMATORS``. Its needs are
+    ``maxk.estimators.NEEDS[name]``, declared there (every built-in, and any estimator a config may
+    name: planning reads the needs there without importing this module). A test's throwaway estimator
+    may pass them here instead (``min_k``, ``uses_deltas``, ``reward_kinds``, ``objective``)."""
 
     def deco(fn: Estimator) -> Estimator:
         if name in ESTIMATORS:
             raise ValueError(f"advantage estimator {name!r} registered twice")
-        if min_k is not None and min_k < 1:
-            raise ValueError(f"{name}: min_k must be >= 1, got {min_k}")
-        aim = objective or ("max@1" if min_k is None else "max@k")
-        if aim not in OBJECTIVES:
-            raise ValueError(f"{name}: objective must be one of {OBJECTIVES}, got {aim!r}")
-        ESTIMATORS[name] = EstimatorSpec(name, fn, min_k, uses_deltas, tuple(reward_kinds), aim)
+        spec = NEEDS[name] if name in NEEDS and not constraints else declare(name, **constraints)
+        ESTIMATORS[name] = EstimatorSpec(**{f.name: getattr(spec, f.name) for f in fields(spec)}, fn=fn)
         return fn
 
     return deco
@@ -490,7 +450,7 @@ def grpo_advantages(rewards: torch.Tensor, **_: object) -> torch.Tensor:
     return zscore(rewards)
 
 
-@register("bon_max_mean", objective="max@n")
+@register("bon_max_mean")
 def bon_max_mean_advantages(rewards: torch.Tensor, **_: object) -> torch.Tensor:
     """BoN-max-mean (appendix A; Chow et al.): ``A_i = r_i - mean(r)`` if ``r_i = max(r)``, else 0.
 
@@ -502,7 +462,7 @@ def bon_max_mean_advantages(rewards: torch.Tensor, **_: object) -> torch.Tensor:
     return torch.where(rewards == top, adv, torch.zeros_like(adv))
 
 
-@register("bon_max_second", objective="max@n")
+@register("bon_max_second")
 def bon_max_second_advantages(rewards: torch.Tensor, **_: object) -> torch.Tensor:
     """BoN-max-second (appendix A): ``A_i = r_i - max{r_j : r_j != max(r)}`` if ``r_i = max(r)``.
 
@@ -519,7 +479,7 @@ def bon_max_second_advantages(rewards: torch.Tensor, **_: object) -> torch.Tenso
     return torch.where(is_top, adv, torch.zeros_like(adv))
 
 
-@register("bon_loo1", min_k=2)
+@register("bon_loo1")
 def bon_loo1_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.Tensor:
     """BoN LOO-1 (appendix A; Walder & Karkhanis): the max@k transform minus a leave-one-out baseline.
 
@@ -537,7 +497,7 @@ def bon_loo1_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.
     return _unsort(transformed - baseline, order)
 
 
-@register("bon_mean", min_k=1)
+@register("bon_mean")
 def bon_mean_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.Tensor:
     """BoN mean (appendix A): z-score (as GRPO) of the max@k transform ``bon_rewards(r, k)``."""
     return zscore(bon_rewards(rewards, k))
@@ -554,7 +514,7 @@ def _clamped(rewards: torch.Tensor, deltas: torch.Tensor | None, delta_clamp: fl
     return deltas
 
 
-@register("offpolicy_bon", min_k=1, uses_deltas=True)
+@register("offpolicy_bon")
 def offpolicy_bon_advantages(
     rewards: torch.Tensor,
     *,
@@ -573,7 +533,7 @@ def offpolicy_bon_advantages(
     return zscore(offpolicy_bon_rewards(rewards, _clamped(rewards, deltas, delta_clamp), k))
 
 
-@register("offpolicy_bon_exact", min_k=1, uses_deltas=True)
+@register("offpolicy_bon_exact")
 def offpolicy_bon_exact_advantages(
     rewards: torch.Tensor,
     *,
@@ -607,7 +567,7 @@ def _onstd_advantages(rewards: torch.Tensor, transformed: torch.Tensor, k: int) 
     return torch.where(flat, torch.zeros_like(adv), adv)
 
 
-@register("offpolicy_bon_onstd", min_k=1, uses_deltas=True)
+@register("offpolicy_bon_onstd")
 def offpolicy_bon_onstd_advantages(
     rewards: torch.Tensor,
     *,
@@ -645,7 +605,7 @@ def offpolicy_bon_onstd_advantages(
     return _onstd_advantages(rewards, transformed, k)
 
 
-@register("offpolicy_bon_exact_onstd", min_k=1, uses_deltas=True)
+@register("offpolicy_bon_exact_onstd")
 def offpolicy_bon_exact_onstd_advantages(
     rewards: torch.Tensor,
     *,
@@ -673,7 +633,7 @@ def offpolicy_bon_exact_onstd_advantages(
     return _onstd_advantages(rewards, transformed, k)
 
 
-@register("bon_subset_std", min_k=1)
+@register("bon_subset_std")
 def bon_subset_std_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.Tensor:
     """max@k transform standardised by the subset maxima's spread (issue 15).
 
@@ -699,7 +659,7 @@ def bon_subset_std_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> 
     return torch.where(constant, torch.zeros_like(adv), adv)
 
 
-@register("bon_mean_centered", min_k=1)
+@register("bon_mean_centered")
 def bon_mean_centered_advantages(rewards: torch.Tensor, *, k: int, **_: object) -> torch.Tensor:
     """``A_i = r~_i - mean_j r~_j`` with ``r~ = bon_rewards(r, k)``: ``bon_mean`` without the division
     by the std (issue 15; the Dr. GRPO-style ablation of Liu et al. 2025, arXiv 2503.20783, between
@@ -736,3 +696,7 @@ def compute_advantages(
     if spec.uses_deltas:
         kwargs.update(deltas=deltas, delta_clamp=delta_clamp, own_ratio=own_ratio)
     return spec.fn(rewards, **kwargs)
+
+
+if _unbound := [name for name in NEEDS if name not in ESTIMATORS]:
+    raise ImportError(f"maxk.estimators declares estimators with no function here: {_unbound}")

@@ -104,17 +104,23 @@ def _cfg(tmp_path, **kw):
 
 
 def test_the_trainer_reads_each_estimators_constraints_from_the_registry(tmp_path, monkeypatch):
-    """min k and reward kinds live in the registry (``maxk.objectives.register``): a new estimator
-    registered with its own constraints is checked by them, with no change to the trainer."""
+    """min k and reward kinds live in the registry (``maxk.objectives.register``, declared in
+    ``maxk.estimators``): a new estimator registered with its own constraints is checked by them,
+    with no change to the trainer."""
     import torch
 
+    from maxk.estimators import NEEDS
     from maxk.objectives import ESTIMATORS, register
 
     monkeypatch.setattr("maxk.objectives.ESTIMATORS", dict(ESTIMATORS))
+    needs = dict(NEEDS)  # the probe's declared needs go in a copy too (maxk.estimators.declare)
+    monkeypatch.setattr("maxk.estimators.NEEDS", needs)
+    monkeypatch.setattr("maxk.objectives.NEEDS", needs)
     from maxk import objectives
 
     register("probe_k3", min_k=3, reward_kinds=("binary",))(lambda rewards, **_: torch.zeros_like(rewards))
     assert objectives.ESTIMATORS["probe_k3"].needs_k and "probe_k3" not in ESTIMATORS
+    assert needs["probe_k3"].min_k == 3 and "probe_k3" not in NEEDS
     assert _cfg(tmp_path, advantage_method="probe_k3", bon_k=3, reward_kind="binary").bon_k == 3
     with pytest.raises(ValueError, match=r"probe_k3: bon_k=2 must be in \[3, num_generations=4\]"):
         _cfg(tmp_path, advantage_method="probe_k3", bon_k=2, reward_kind="binary")

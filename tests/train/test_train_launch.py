@@ -189,6 +189,35 @@ def test_a_run_may_set_its_own_group_size_and_planning_checks_it(tmp_path):
         train_slice(cfg, "bon_mean")
 
 
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
+def test_planning_imports_no_torch(name):
+    """Every snakemake call plans the DAG: each run's slice, with check_run's estimator check, reads
+    the registry's needs from maxk.estimators, so planning does not pay for importing torch (about
+    2.5 s a call) or the trainer's stack."""
+    code = (
+        "import sys; from maxk.config import load_config; from maxk.workflow import slices\n"
+        f"cfg = load_config({str(ROOT / 'config' / name)!r})\n"
+        "assert cfg['runs'] and all(slices.train(cfg, run) for run in cfg['runs'])\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'trl', 'scipy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_registry_binds_every_declared_estimator_to_its_function():
+    """The constraints are declared once (maxk.estimators); the trainer's registry carries the same
+    needs plus the function, for every declared name."""
+    from dataclasses import fields
+
+    from maxk.estimators import NEEDS, EstimatorNeeds
+    from maxk.objectives import ESTIMATORS
+
+    assert set(NEEDS) == set(ESTIMATORS) and len(NEEDS) >= 11
+    for name, spec in ESTIMATORS.items():
+        own = {f.name: getattr(spec, f.name) for f in fields(EstimatorNeeds)}
+        assert callable(spec.fn) and EstimatorNeeds(**own) == NEEDS[name]
+
+
 def test_paper_values():
     t = _config("paper.yaml")["train"]
     assert (t["num_generations"], t["temperature"], t["top_p"], t["max_completion_length"]) == (

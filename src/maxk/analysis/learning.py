@@ -44,7 +44,7 @@ import pandas as pd
 
 from maxk.analysis.per_problem import metric_column
 from maxk.analysis.stats import detectable_effect, paired_interval
-from maxk.objectives import estimator
+from maxk.estimators import needs
 from maxk.seeds import derive_seed
 
 __all__ = [
@@ -78,7 +78,7 @@ def own_objective(settings: Mapping) -> tuple[str, int]:
     ``bon_k``, ``num_generations``): the registry's ``objective`` of its estimator (``max@1``,
     ``max@k`` at ``bon_k``, ``max@n`` at ``num_generations``); ``pass`` instead of ``max`` for a
     binary reward (pass@k is max@k of 0/1 rewards)."""
-    size = estimator(settings["method"]).objective
+    size = needs(settings["method"]).objective
     k = {"max@1": 1, "max@k": int(settings["bon_k"]), "max@n": int(settings["num_generations"])}[size]
     return ("pass" if settings["reward_kind"] == "binary" else "max"), k
 
@@ -189,7 +189,7 @@ def learning_table(
                 differences[f"learned:{part}:{run}"] = pd.Series(d, index=index, name=run)
         row["learned"] = None if "test" not in per_part else bool(row["test_ci_low"] > 0)
         row.update(_paper_effect(paper_lookup, cfg["claims"].get("paper_dataset"), run, settings, metric, k))
-        row["off_policy"] = estimator(settings["method"]).uses_deltas and int(settings["num_iterations"]) > 1
+        row["off_policy"] = needs(settings["method"]).uses_deltas and int(settings["num_iterations"]) > 1
         if row["off_policy"]:
             reg = regime(frame, limits)
             row.update(regime_iteration=reg["iteration"], clamped_frac=reg["clamped_frac"],
@@ -335,7 +335,7 @@ def render_learning(
                 state = {True: "inside", False: "OUTSIDE", None: "not measured"}[r["regime_ok"]]
                 reg = f"{state}: {float(r['clamped_frac']):.0%} clamped, median abs(delta) {med}"
         else:
-            reg = "on-policy" if not estimator(r["method"]).uses_deltas else "on-policy (1 PPO iteration)"
+            reg = "on-policy" if not needs(r["method"]).uses_deltas else "on-policy (1 PPO iteration)"
         gate = r["gate"] if isinstance(r["gate"], str) else "readable"
         cells = [f"`{r['run']}`", r["objective"], _part_cell(r, "test", decimals),
                  *([_paper_cell(r, decimals)] if paper_dataset else []),

@@ -87,10 +87,10 @@ def check_run(run: str, effective: dict[str, Any]) -> None:
             f"num_generations = {n}; every micro-batch must hold whole groups"
         )
     if n is not None and effective.get("advantage_method"):
-        from maxk.objectives import estimator
+        from maxk.estimators import needs  # not maxk.objectives: planning need not import torch
 
         try:
-            estimator(effective["advantage_method"]).check(
+            needs(effective["advantage_method"]).check(
                 k=effective.get("bon_k"), n=int(n), reward_kind=effective["reward_kind"]
             )
         except ValueError as err:
