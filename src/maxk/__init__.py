@@ -3,6 +3,7 @@
 Subpackages, one per pipeline stage:
 
 - ``maxk.metrics``     unbiased pass@k / max@k estimators (numpy)
+- ``maxk.estimators``  what each GRPO advantage estimator needs (torch-free: planning reads it)
 - ``maxk.objectives``  registry of GRPO advantage estimators (torch)
 - ``maxk.data``        dataset loaders, filters, splits, prompts, the embedded task suite
 - ``maxk.sandbox``     isolated execution and scoring of generated programs

@@ -93,7 +93,8 @@ Estimator = Callable[..., torch.Tensor]
 @dataclass(frozen=True, kw_only=True)
 class EstimatorSpec(EstimatorNeeds):
     """An advantage estimator: its needs (``maxk.estimators.EstimatorNeeds``, declared there without
-    torch so that planning can read them) and ``fn``, the function that computes its advantages."""
+    torch so that planning can read them) and ``fn``, the function that computes its advantages
+    (keyword only: ``register`` builds it)."""
 
     fn: Estimator
 
@@ -106,12 +107,15 @@ def register(name: str, **constraints: Any) -> Callable[[Estimator], Estimator]:
     """Decorator binding an estimator function to ``name`` in ``ESTIMATORS``. Its needs are
     ``maxk.estimators.NEEDS[name]``, declared there (every built-in, and any estimator a config may
     name: planning reads the needs there without importing this module). A test's throwaway estimator
-    may pass them here instead (``min_k``, ``uses_deltas``, ``reward_kinds``, ``objective``)."""
+    may pass them here instead (``min_k``, ``uses_deltas``, ``reward_kinds``, ``objective``), which
+    declares them; an undeclared name without constraints is declared with the defaults (GRPO's)."""
 
     def deco(fn: Estimator) -> Estimator:
         if name in ESTIMATORS:
             raise ValueError(f"advantage estimator {name!r} registered twice")
-        spec = NEEDS[name] if name in NEEDS and not constraints else declare(name, **constraints)
+        if name in NEEDS and constraints:
+            raise ValueError(f"{name!r} is declared in maxk.estimators; register it without constraints")
+        spec = NEEDS[name] if name in NEEDS else declare(name, **constraints)
         ESTIMATORS[name] = EstimatorSpec(**{f.name: getattr(spec, f.name) for f in fields(spec)}, fn=fn)
         return fn
 
@@ -698,5 +702,9 @@ def compute_advantages(
     return spec.fn(rewards, **kwargs)
 
 
-if _unbound := [name for name in NEEDS if name not in ESTIMATORS]:
-    raise ImportError(f"maxk.estimators declares estimators with no function here: {_unbound}")
+def _check_every_declared_estimator_is_bound() -> None:
+    if unbound := [name for name in NEEDS if name not in ESTIMATORS]:
+        raise ImportError(f"maxk.estimators declares estimators with no function here: {unbound}")
+
+
+_check_every_declared_estimator_is_bound()

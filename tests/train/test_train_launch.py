@@ -189,6 +189,9 @@ def test_a_run_may_set_its_own_group_size_and_planning_checks_it(tmp_path):
         train_slice(cfg, "bon_mean")
 
 
+_HEAVY = "('torch', 'transformers', 'trl', 'scipy', 'deepspeed')"
+
+
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
 def test_planning_imports_no_torch(name):
     """Every snakemake call plans the DAG: each run's slice, with check_run's estimator check, reads
@@ -198,24 +201,56 @@ def test_planning_imports_no_torch(name):
         "import sys; from maxk.config import load_config; from maxk.workflow import slices\n"
         f"cfg = load_config({str(ROOT / 'config' / name)!r})\n"
         "assert cfg['runs'] and all(slices.train(cfg, run) for run in cfg['runs'])\n"
-        "print(sorted(m for m in ('torch', 'transformers', 'trl', 'scipy') if m in sys.modules))"
+        f"print(sorted(m for m in {_HEAVY} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
-def test_the_registry_binds_every_declared_estimator_to_its_function():
-    """The constraints are declared once (maxk.estimators); the trainer's registry carries the same
-    needs plus the function, for every declared name."""
+def test_a_snakemake_dry_run_imports_no_torch(tmp_path):
+    """The same for the whole plan, as `snakemake -n` makes it (the Snakefile, its rules' inputs and
+    params, the final targets), on the default config with two seeds."""
+    argv = ["snakemake", "-n", "--quiet", "all", "--cores", "1", "--snakefile", str(ROOT / "Snakefile"),
+            "--directory", str(tmp_path), "--configfile", str(ROOT / "config" / "config.yaml"),
+            "--config", "replicates=[1234,2]"]  # fmt: skip
+    code = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: print('HEAVY', sorted(m for m in {_HEAVY} if m in sys.modules)))\n"
+        f"from snakemake.cli import main; sys.argv = {argv!r}; main()"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and "HEAVY []" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_the_estimators_are_declared_without_torch_as_the_trainer_registers_them():
+    """Planning knows a method only if maxk.estimators declares it: the torch-free declarations, the
+    trainer's registry (in the same order) and the config schema's method enum name the same estimators
+    (an estimator registered with constraints in maxk.objectives only would pass the trainer and fail
+    planning)."""
     from dataclasses import fields
 
-    from maxk.estimators import NEEDS, EstimatorNeeds
+    from maxk.estimators import EstimatorNeeds
     from maxk.objectives import ESTIMATORS
 
-    assert set(NEEDS) == set(ESTIMATORS) and len(NEEDS) >= 11
-    for name, spec in ESTIMATORS.items():
-        own = {f.name: getattr(spec, f.name) for f in fields(EstimatorNeeds)}
-        assert callable(spec.fn) and EstimatorNeeds(**own) == NEEDS[name]
+    code = "import sys; from maxk.estimators import NEEDS; assert 'torch' not in sys.modules; print([*NEEDS])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "runs.schema.yaml").read_text())
+    enum = schema["additionalProperties"]["properties"]["method"]["enum"]
+    assert out.stdout.strip() == repr(list(ESTIMATORS)) and set(ESTIMATORS) == set(enum)
+    for spec in ESTIMATORS.values():
+        assert callable(spec.fn) and isinstance(spec, EstimatorNeeds)
+        assert {f.name for f in fields(EstimatorNeeds)} < {f.name for f in fields(spec)}
+
+
+def test_a_declared_estimator_is_registered_without_constraints(monkeypatch):
+    """Its constraints live in one place: registering a declared name with constraints is an error
+    that says where they are."""
+    from maxk.objectives import ESTIMATORS, register
+
+    others = {name: spec for name, spec in ESTIMATORS.items() if name != "bon_mean"}
+    monkeypatch.setattr("maxk.objectives.ESTIMATORS", others)
+    with pytest.raises(ValueError, match=r"'bon_mean' is declared in maxk.estimators; register it without"):
+        register("bon_mean", min_k=2)(lambda rewards, **_: rewards)
 
 
 def test_paper_values():

@@ -193,7 +193,8 @@ def delta_stats(deltas: torch.Tensor, clamp: float) -> list[tuple[str, float]]:
 
 def delta_regime(deltas: torch.Tensor, clamp: float) -> torch.Tensor:
     """``delta_stats``' values as one float32 tensor on the deltas' own device (one host sync, not
-    four): mean |delta|, its ``DELTA_QUANTILES``, the share above ``clamp``."""
+    four): mean |delta|, its ``DELTA_QUANTILES``, the share above ``clamp``. ``deltas`` must not be
+    empty (``delta_stats`` returns no values for none)."""
     abs_delta = deltas.detach().abs().float().flatten()
     q = torch.tensor(DELTA_QUANTILES, dtype=abs_delta.dtype, device=abs_delta.device)
     return torch.cat(
