@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from scipy.special import gammaln
 
-from maxk.estimators import NEEDS, OBJECTIVES, REWARD_KINDS, EstimatorNeeds, declare
+from maxk.estimators import NEEDS, OBJECTIVES, REWARD_KINDS, EstimatorNeeds, declare, needs
 
 __all__ = [
     "ESTIMATORS",
@@ -123,12 +123,10 @@ def register(name: str, **constraints: Any) -> Callable[[Estimator], Estimator]:
 
 
 def estimator(method: str) -> EstimatorSpec:
-    """The spec of ``method``; ValueError naming the known ones otherwise."""
-    try:
-        return ESTIMATORS[method]
-    except KeyError:
-        known = ", ".join(ESTIMATORS)
-        raise ValueError(f"unknown advantage method {method!r}; known: {known}") from None
+    """The spec of ``method``; ValueError naming the known ones otherwise (``maxk.estimators.needs``:
+    every declared estimator is registered here)."""
+    needs(method)
+    return ESTIMATORS[method]
 
 
 def needs_k(method: str) -> bool:
