@@ -180,6 +180,24 @@ def test_bon_max_second_ties_and_no_second_value() -> None:
     assert_close(got, [[0.0, 0.5, 0.5, 0.0]])
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0]), min_size=2, max_size=16), st.floats(0.0, 1.0))
+def test_bon_max_mean_is_the_positive_half_of_the_centred_reward(r: list[float], partial: float) -> None:
+    """On 0/1 rewards BoN-max mean is ``max(r_i - mean(r), 0)``: the mean-centred (Dr. GRPO) advantage
+    with its negative half cut off, so it never pushes a failure down. On graded rewards it is at most
+    that (only the top value gets its margin); never negative in any group (docs/experiments.md reads
+    what this does to max@n)."""
+    rows = t64([r])
+    got = compute_advantages("bon_max_mean", rows)[0].numpy()
+    centred = np.array(r) - np.mean(r)
+    np.testing.assert_allclose(got, np.maximum(centred, 0.0), atol=1e-12, rtol=0)
+    graded = t64([[*r[:-1], partial]])
+    got = compute_advantages("bon_max_mean", graded)[0].numpy()
+    centred = graded[0].numpy() - graded[0].numpy().mean()
+    assert (got >= 0).all()
+    assert (got <= np.maximum(centred, 0.0) + 1e-12).all()
+
+
 @pytest.mark.parametrize(("n", "k"), [(n, k) for n, k in NK if n >= 2])
 def test_zscored_methods_match_enumeration(n: int, k: int) -> None:
     rows = cases(n)

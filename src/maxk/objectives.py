@@ -456,7 +456,9 @@ def grpo_advantages(rewards: torch.Tensor, **_: object) -> torch.Tensor:
 def bon_max_mean_advantages(rewards: torch.Tensor, **_: object) -> torch.Tensor:
     """BoN-max-mean (appendix A; Chow et al.): ``A_i = r_i - mean(r)`` if ``r_i = max(r)``, else 0.
 
-    Every completion tied at the maximum gets the advantage.
+    Every completion tied at the maximum gets the advantage. No advantage is ever negative: on 0/1
+    rewards this is ``max(r_i - mean(r), 0)``, the mean-centred (Dr. GRPO) advantage without its
+    negative half, so the update only raises the group's best completion.
     """
     rewards = _check_rewards(rewards)
     top = rewards.max(dim=-1, keepdim=True).values
