@@ -174,3 +174,79 @@ def test_exact_split_sizes_say_how_many_problems_are_left_over():
     warnings.clear()
     split_records(records, {"seed": 1, "sizes": {"train": 8, "test": 2}}, warnings)
     assert warnings == []
+
+
+def _fake_source(records):
+    """A source loader returning copies of ``records`` (a stand-in pool for the exclusion tests)."""
+
+    def load(**_options):
+        from maxk.data.source import SourceResult
+
+        return SourceResult(copy.deepcopy(records), [{"generator": "fake"}])
+
+    return load
+
+
+def _problem(pid, prompt, reference):
+    return {"id": pid, "source": "fake", "prompt": prompt, "difficulty": 1, "reference": reference,
+            "tests": {"format": "stdio", "cases": [{"input": "1\n", "output": "1\n"}]}}  # fmt: skip
+
+
+def test_exclude_pools_drops_what_the_audit_would_match_and_prefix_renames_ids(monkeypatch):
+    """A pool with ``exclude_pools`` keeps only problems whose statement and reference program are in
+    none of those pools (normalised as the contamination audit matches them), counts each drop's
+    reason in the manifest, and ``id_prefix`` renames the ids' namespace."""
+    from maxk.data import build as B
+
+    main_pool = [_problem("fake/0", "Add two numbers.", "def solve():\n    print(1)\n"),
+                 _problem("fake/1", "Print a word.", "def solve():\n    print(2)\n")]  # fmt: skip
+    second = [
+        _problem("fake/0", "  ADD two numbers  ", "def solve():\n  print(99)\n"),  # same statement
+        _problem("fake/1", "Another task.", "def solve():\n        print(2)"),  # same program
+        _problem("fake/2", "A new task.", "def solve():\n    print(3)\n"),  # new
+    ]
+    monkeypatch.setitem(B.SOURCES, "fake_main", _fake_source(main_pool))
+    monkeypatch.setitem(B.SOURCES, "fake_second", _fake_source(second))
+    cfg = {"datasets": {"second": {"pool": "second"}},
+           "data": {"pools": {"main": {"source": "fake_main"},
+                              "second": {"source": "fake_second", "exclude_pools": ["main"],
+                                         "id_prefix": "second"}}}}  # fmt: skip
+    records, manifest = build_dataset("second", cfg)
+    assert [r["id"] for r in records] == ["second/2"]
+    step = manifest["steps"][1]
+    assert step["step"] == "exclude_pools" and (step["before"], step["after"]) == (3, 1)
+    assert step["reasons"] == {"statement in pool 'main'": 1, "reference in pool 'main'": 1}
+    assert manifest["filters"]["exclude_pools"] == ["main"] and manifest["filters"]["id_prefix"] == "second"
+    # without the exclusion all three are kept, under their prefixed ids
+    del cfg["data"]["pools"]["second"]["exclude_pools"]
+    records, _ = build_dataset("second", cfg)
+    assert [r["id"] for r in records] == ["second/0", "second/1", "second/2"]
+    assert B.prefix_ids([{"id": "plain"}], "p") == [{"id": "p/plain"}]
+    assert B.prefix_ids([{"id": "a/b/c"}], None) == [{"id": "a/b/c"}]
+    for bad, why in (("second", "the pool itself"), ("nope", "not in config 'data.pools'")):
+        cfg["data"]["pools"]["second"]["exclude_pools"] = [bad]
+        with pytest.raises(DataError, match=f"pool 'second': exclude_pools names '{bad}', which is {why}"):
+            build_dataset("second", cfg)
+
+
+def test_second_pool_probe_shares_nothing_with_the_main_pool():
+    """config/probes/second_pool.yaml builds 2,671 problems of their own: no id, statement or reference
+    program in common with any problem of the main pool (all 4,000, before the split), as the
+    contamination audit matches them."""
+    from maxk.analysis.contamination import index_set, match, problem_keys
+    from maxk.config import load_config
+    from maxk.data.build import load_source
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_config(root / "config/config.yaml", root / "config/probes/second_pool.yaml")
+    records, manifest = build_dataset("suite_extra", cfg)
+    assert len(records) == manifest["expected"]["filtered"] == 2671 and manifest["expected_ok"]["filtered"]
+    assert {r["tests"]["format"] for r in records} == {"stdio"}
+    assert all(r["id"].startswith("suite_extra/") for r in records)
+    main_pool = load_source("suite", cfg["data"]["pools"]["suite"]["options"]).records
+    index = index_set(problem_keys("suite", main_pool).values())
+    hits = [k.id for k in problem_keys("suite_extra", records).values() if match(k, index).any]
+    assert hits == []
+    # the check can fail: the same generator without the exclusion shares programs with the main pool
+    unexcluded = load_source("suite", cfg["data"]["pools"]["suite_extra"]["options"]).records
+    assert any(match(k, index).by_reference for k in problem_keys("x", unexcluded).values())

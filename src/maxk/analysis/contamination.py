@@ -23,11 +23,12 @@ errors are ``ContaminationError`` naming the file, the row and the field.
 from __future__ import annotations
 
 import json
-import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from maxk.data.identity import normalise_reference, normalise_statement
 
 __all__ = [
     "BASE",
@@ -75,7 +76,6 @@ COLUMNS = (
     "example_ids",
     "sft_overlap",
 )
-_STRIP = string.punctuation + string.whitespace
 
 
 class ContaminationError(ValueError):
@@ -161,24 +161,6 @@ def check_datasets(pairs: Sequence[tuple[str, str]], available: Iterable[str], f
                 f"{file}: row {i}, field 'dataset': dataset {dataset!r} is not among the data files given "
                 f"(--data: {', '.join(sorted(known)) or 'none'})"
             )
-
-
-# --------------------------------------------------------------------------- normalisation
-def normalise_statement(text: str) -> str:
-    """Lowercase, collapse every whitespace run to one space, strip punctuation/whitespace at both ends."""
-    return " ".join(text.lower().split()).strip(_STRIP)
-
-
-def normalise_reference(reference: str | None, tests: Any = None) -> str | None:
-    """The reference program as the suite's dedup keys it, whitespace-insensitive; None without one.
-
-    The entry point (``tests["entry_point"]``, else ``"solve"``) is replaced by ``f`` everywhere, as in
-    ``maxk.data.suite.generate_suite``, then all whitespace is removed.
-    """
-    if reference is None:
-        return None
-    entry = (tests.get("entry_point") if isinstance(tests, Mapping) else None) or "solve"
-    return "".join(reference.replace(entry, "f").split()) or None
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,15 @@ Config layout (see config/README.md, sections ``datasets`` and ``data``)::
           max_difficulty: 5         # null = no difficulty filter
           max_prompt_tokens: 1024   # null = no length filter
           max_tests: null           # cap on tests kept for the reward (null = all)
+          id_prefix: null           # rename ids "<source>/<rest>" to "<id_prefix>/<rest>" (null = keep)
+          exclude_pools: []         # drop problems whose statement or program is in these pools
           split: {seed: 1234, sizes: {train: 0.9, test: 0.1}, stratify: format}
           expected: {filtered: null, train: null, test: null}
 
-The steps, each counted in the manifest with the reasons for every drop: load -> ``no_tests`` ->
-``max_difficulty`` -> ``max_prompt_tokens`` -> split -> part -> ``formats`` -> ``limit``. The pool is
-rebuilt for each dataset that uses it (cheap, deterministic), so ``suite_sft`` and ``suite_test`` are
-disjoint by construction.
+The steps, each counted in the manifest with the reasons for every drop: load -> ``exclude_pools`` ->
+``no_tests`` -> ``max_difficulty`` -> ``max_prompt_tokens`` -> split -> part -> ``formats`` -> ``limit``.
+The pool is rebuilt for each dataset that uses it (cheap, deterministic), so ``suite_sft`` and
+``suite_test`` are disjoint by construction.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from maxk.data.identity import normalise_reference, normalise_statement
 from maxk.data.schema import SchemaError, validate_dataset
 from maxk.data.source import DataError, SourceResult, sha256_file
 
@@ -297,6 +300,66 @@ def records_sha256(records: list[dict[str, Any]]) -> str:
     return h.hexdigest()
 
 
+def prefix_ids(records: list[dict[str, Any]], prefix: str | None) -> list[dict[str, Any]]:
+    """Records with each id ``"<namespace>/<rest>"`` renamed ``"<prefix>/<rest>"`` (an id without a
+    ``/`` becomes ``"<prefix>/<id>"``); ``prefix`` None returns them unchanged.
+
+    Two pools drawn from one source (the suite at two seeds) number their problems alike, so the second
+    takes a prefix of its own: ids stay unique across datasets and the contamination audit's id match
+    (``maxk.analysis.contamination``) sees no false overlap.
+    """
+    if prefix is None:
+        return records
+    return [{**r, "id": f"{prefix}/{r['id'].split('/', 1)[-1]}"} for r in records]
+
+
+def exclusion_index(
+    pool_name: str, config: dict[str, Any]
+) -> tuple[dict[str, str], dict[str, str], list[dict[str, Any]]]:
+    """(statement -> pool, reference -> pool, the sources' inputs) of every pool that ``pool_name``'s
+    ``exclude_pools`` names, each loaded whole (before its filters and split: every problem it could
+    give any dataset), normalised by ``maxk.data.identity`` as the contamination audit matches them, so
+    what survives the exclusion is what the audit calls unseen."""
+    pools = (config.get("data") or {}).get("pools") or {}
+    statements: dict[str, str] = {}
+    references: dict[str, str] = {}
+    inputs: list[dict[str, Any]] = []
+    for other in pools[pool_name].get("exclude_pools") or []:
+        if other == pool_name or other not in pools:
+            why = "the pool itself" if other == pool_name else f"not in config 'data.pools' ({sorted(pools)})"
+            raise DataError(f"pool {pool_name!r}: exclude_pools names {other!r}, which is {why}")
+        src = load_source(pools[other]["source"], pools[other].get("options"))
+        inputs += [{**i, "excluded_pool": other} for i in src.inputs]
+        for r in src.records:
+            statements.setdefault(normalise_statement(r.get("prompt") or ""), other)
+            ref = normalise_reference(r.get("reference"), r.get("tests"))
+            if ref is not None:
+                references.setdefault(ref, other)
+    return statements, references, inputs
+
+
+def exclude_known(
+    records: list[dict[str, Any]], statements: dict[str, str], references: dict[str, str]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(records whose statement and reference are in neither index, the manifest step with a reason per
+    drop: ``statement in pool 'x'`` first, else ``reference in pool 'x'``)."""
+    kept: list[dict[str, Any]] = []
+    reasons: Counter[str] = Counter()
+    for r in records:
+        st = statements.get(normalise_statement(r.get("prompt") or ""))
+        ref = normalise_reference(r.get("reference"), r.get("tests"))
+        by_ref = references.get(ref) if ref is not None else None
+        if st is not None:
+            reasons[f"statement in pool {st!r}"] += 1
+        elif by_ref is not None:
+            reasons[f"reference in pool {by_ref!r}"] += 1
+        else:
+            kept.append(r)
+    step = {"step": "exclude_pools", "before": len(records), "dropped": len(records) - len(kept),
+            "after": len(kept), "reasons": dict(sorted(reasons.items()))}  # fmt: skip
+    return kept, step
+
+
 def dataset_config(name: str, config: dict[str, Any]) -> tuple[dict[str, Any], str, dict[str, Any]]:
     """(dataset entry, pool name, pool config) for dataset ``name``; DataError if not configured."""
     datasets = config.get("datasets") or {}
@@ -327,7 +390,13 @@ def build_dataset(
         records = validate_dataset(src.records, file=where, require_cases=False)
     except SchemaError as exc:
         raise DataError(str(exc)) from exc
+    records = prefix_ids(records, pool.get("id_prefix"))
     steps: list[dict[str, Any]] = [{"step": "load", "after": len(records)}]
+    excluded_inputs: list[dict[str, Any]] = []
+    if pool.get("exclude_pools"):
+        statements, references, excluded_inputs = exclusion_index(pool_name, config)
+        records, step = exclude_known(records, statements, references)
+        steps.append(step)
     kept, fsteps = apply_filters(records, pool, tokenizer=tokenizer, prompt_config=config.get("prompt"))
     steps += fsteps
     expected = pool.get("expected") or {}
@@ -372,11 +441,18 @@ def build_dataset(
         "pool": pool_name,
         "source": pool["source"],
         "options": pool.get("options") or {},
-        "inputs": src.inputs,
+        "inputs": src.inputs + excluded_inputs,
         "source_notes": src.notes,
         "filters": {
             k: pool.get(k)
-            for k in ("max_difficulty", "keep_unknown_difficulty", "max_prompt_tokens", "max_tests")
+            for k in (
+                "max_difficulty",
+                "keep_unknown_difficulty",
+                "max_prompt_tokens",
+                "max_tests",
+                "id_prefix",
+                "exclude_pools",
+            )
         },
         "tokenizer": data_cfg.get("tokenizer"),
         "tokenizer_revision": data_cfg.get("tokenizer_revision"),
