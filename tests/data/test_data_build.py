@@ -236,10 +236,13 @@ def test_second_pool_probe_shares_nothing_with_the_main_pool():
     from maxk.analysis.contamination import index_set, match, problem_keys
     from maxk.config import load_config
     from maxk.data.build import load_source
+    from maxk.workflow import slices
 
     root = Path(__file__).resolve().parents[2]
     cfg = load_config(root / "config/config.yaml", root / "config/probes/second_pool.yaml")
-    records, manifest = build_dataset("suite_extra", cfg)
+    records, manifest = build_dataset(
+        "suite_extra", slices.data_build(cfg, "suite_extra")
+    )  # the rule's input
     assert len(records) == manifest["expected"]["filtered"] == 2671 and manifest["expected_ok"]["filtered"]
     assert {r["tests"]["format"] for r in records} == {"stdio"}
     assert all(r["id"].startswith("suite_extra/") for r in records)

@@ -38,7 +38,9 @@ def data_build(config: Config, dataset: str) -> Config:
 
     entry, pool_name, pool = dataset_config(dataset, config)
     data = {k: v for k, v in config["data"].items() if k != "pools"}
-    data["pools"] = {pool_name: pool}
+    # and the pools it excludes: their problems are loaded to be left out (maxk.data.build.exclusion_index)
+    pools = config["data"]["pools"]
+    data["pools"] = {pool_name: pool, **{p: pools[p] for p in pool.get("exclude_pools") or [] if p in pools}}
     return {"datasets": {dataset: entry}, "data": data, "prompt": config["prompt"]}
 
 
