@@ -199,12 +199,14 @@ def test_exclude_pools_drops_what_the_audit_would_match_and_prefix_renames_ids(m
     from maxk.data import build as B
 
     main_pool = [_problem("fake/0", "Add two numbers.", "def solve():\n    print(1)\n"),
-                 _problem("fake/1", "Print a word.", "def solve():\n    print(2)\n")]  # fmt: skip
+                 _problem("fake/1", "Print a word.", "def solve():\n    print(2)\n"),
+                 _problem("fake/9", "", None)]  # an empty statement matches nothing  # fmt: skip
     second = [
         _problem("fake/0", "  ADD two numbers  ", "def solve():\n  print(99)\n"),  # same statement
         _problem("fake/1", "Another task.", "def solve():\n        print(2)"),  # same program
         _problem("fake/2", "A new task.", "def solve():\n    print(3)\n"),  # new
     ]
+    second[2]["prompt"] = "..."  # normalises to the empty statement: still new
     monkeypatch.setitem(B.SOURCES, "fake_main", _fake_source(main_pool))
     monkeypatch.setitem(B.SOURCES, "fake_second", _fake_source(second))
     cfg = {"datasets": {"second": {"pool": "second"}},

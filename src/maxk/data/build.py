@@ -330,8 +330,10 @@ def exclusion_index(
             raise DataError(f"pool {pool_name!r}: exclude_pools names {other!r}, which is {why}")
         src = load_source(pools[other]["source"], pools[other].get("options"))
         inputs += [{**i, "excluded_pool": other} for i in src.inputs]
-        for r in src.records:
-            statements.setdefault(normalise_statement(r.get("prompt") or ""), other)
+        for r in src.records:  # an empty statement or a missing reference matches nothing, as in the audit
+            statement = normalise_statement(r.get("prompt") or "")
+            if statement:
+                statements.setdefault(statement, other)
             ref = normalise_reference(r.get("reference"), r.get("tests"))
             if ref is not None:
                 references.setdefault(ref, other)
@@ -346,7 +348,7 @@ def exclude_known(
     kept: list[dict[str, Any]] = []
     reasons: Counter[str] = Counter()
     for r in records:
-        st = statements.get(normalise_statement(r.get("prompt") or ""))
+        st = statements.get(normalise_statement(r.get("prompt") or "")) or None
         ref = normalise_reference(r.get("reference"), r.get("tests"))
         by_ref = references.get(ref) if ref is not None else None
         if st is not None:
