@@ -348,7 +348,7 @@ def exclude_known(
     kept: list[dict[str, Any]] = []
     reasons: Counter[str] = Counter()
     for r in records:
-        st = statements.get(normalise_statement(r.get("prompt") or "")) or None
+        st = statements.get(normalise_statement(r.get("prompt") or ""))
         ref = normalise_reference(r.get("reference"), r.get("tests"))
         by_ref = references.get(ref) if ref is not None else None
         if st is not None:
