@@ -4,6 +4,11 @@ Each attack program only produces correct answers if its attack worked (reading 
 the network, finding a secret, surviving a kill ...), so a non-zero score means the attack succeeded.
 The suite runs twice: with every isolation layer this machine offers ("full") and with only the
 portable minimum (rlimits, uid drop, scrubbed env/fds/cwd, process-group kill, subreaper, seccomp).
+It runs as root (a container: the sandbox drops to ``nobody``) and as an ordinary user (the sandbox
+runs as the caller's own uid: Landlock, not the uid, guards the files). Where a mode leaves a threat
+without a guard (``maxk.sandbox.exposed_threats``, what the doctor prints and training refuses), the
+attacks only that threat's guards stop are checked to succeed where they deterministically can: the
+exposure the doctor names is real, not a guess.
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ from pathlib import Path
 
 import pytest
 
-from maxk.sandbox import Scorer, isolation_level
+from maxk.sandbox import Scorer, exposed_threats, isolation_level
 
 TOKEN = uuid.uuid4().hex[:12]
 SECRET = f"s3cr3t-{TOKEN}"
-SANDBOX_UID = 65534
+AS_ROOT = os.getuid() == 0
+SANDBOX_UID = 65534 if AS_ROOT else os.getuid()  # root drops to nobody; a user has no uid to drop to
 
 ADD = {
     "id": "attack/add",
@@ -310,12 +316,11 @@ class _Listener:
 @pytest.fixture(scope="module", params=list(MODES))
 def attacked(request, tmp_path_factory):
     """Run every attack once per mode; yield the scores and what the machine looked like after."""
-    if os.getuid() != 0:
-        pytest.skip("the suite checks uid separation; run as root (CI containers) to exercise it")
     mode = request.param
     base = tmp_path_factory.mktemp(f"attack-{mode}")
     # In full mode the data dir is world-readable (only Landlock protects it); in portable mode it is
-    # the default root-only tmp dir (uid separation protects it, see README).
+    # the default owner-only tmp dir: as root, uid separation protects it (see README); as a user, the
+    # programs run as its owner, and nothing does ("reads" is exposed).
     data_dir = base / "data"
     data_dir.mkdir()
     if mode == "full":
@@ -372,6 +377,7 @@ def attacked(request, tmp_path_factory):
         "rss_growth_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before,
         "layers": layers,
         "level": level,
+        "exposed": exposed_threats(layers),
     }
     print(f"\n[{mode}] level={level} layers={layers} attacks took {took:.1f}s")
     yield result
@@ -419,9 +425,22 @@ CALL_NAMES = list(
 STDIO_NAMES = list(_stdio_attacks({"data_file_stdio": "x"}))
 
 
+#: threat -> the attacks that only its guards stop (the others score 0 whatever is exposed)
+ONLY_GUARDED_BY = {
+    "reads": {"read_test_data", "stdio_read_expected_file"},
+    "trainer memory": {"proc_environ_and_mem_scan"},
+}
+
+
 @pytest.mark.parametrize("name", CALL_NAMES + STDIO_NAMES)
 def test_attack_scores_zero(attacked, name):
     score = attacked["scores"][name]
+    open_to = {t for t in attacked["exposed"] if name in ONLY_GUARDED_BY.get(t, ())}
+    if "reads" in open_to and not AS_ROOT:  # the caller owns the data file, and no Landlock guards it
+        assert score.passed > 0, f"{attacked['mode']}: 'reads' is exposed, yet {name} did not read"
+        return
+    if "trainer memory" in open_to:  # what a scan of another process finds depends on the kernel (Yama)
+        pytest.skip(f"{attacked['mode']}: the trainer's memory is exposed (training refuses this sandbox)")
     assert score.passed == 0, f"{attacked['mode']}: attack {name} earned {score}"
     assert score.reward == 0.0
     assert len(score.verdicts) == score.total > 0

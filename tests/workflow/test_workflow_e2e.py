@@ -29,7 +29,7 @@ from maxk.config import load_config
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "tests" / "workflow" / "config_small.yaml"  # an overlay on the embedded default
 ONE_SEED = (ROOT / "tests" / "workflow" / "config_one_seed.yaml",)  # the killed run's, on SMALL
-SANDBOX_UID = 65534
+SANDBOX_UID = 65534 if os.getuid() == 0 else os.getuid()  # root drops to nobody; a user has no uid to drop to
 
 pytestmark = pytest.mark.slow
 
@@ -102,11 +102,29 @@ def test_clean_run_produces_every_artefact(clean_run: Path) -> None:
     assert all(f"{s}: in (" in regime_row or f"{s}: out (" in regime_row for s in SEEDS), regime_row
     for seed in SEEDS:
         _seed_artefacts(clean_run / P.seed_dir(seed))
+    _trained_in_the_machines_best_sandbox(clean_run)
     weights = [(clean_run / P.model_dir(s, "grpo_continuous") / "model.safetensors").read_bytes()
                for s in SEEDS]  # fmt: skip
     assert weights[0] != weights[1], "two seeds trained the same model"
     again = smk(clean_run, "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def _trained_in_the_machines_best_sandbox(workdir: Path) -> None:
+    """Every training run, whoever runs the suite (root, or an ordinary user as CI does too), computed
+    its rewards in the best sandbox this machine offers, with nothing exposed and its programs run as
+    the sandbox uid (root drops to nobody; a user's own uid is guarded by Landlock)."""
+    from maxk.sandbox import Scorer
+
+    with Scorer(workers=1, minimum="none", allow_below_minimum=True) as probe:
+        offered = probe.level
+    runs = sorted(glob.glob(str(workdir / P.train_metrics("*", "*")) + ".provenance.json"))
+    runs = [r for r in runs if not r.endswith(f"/{P.BASE}.csv.provenance.json")]
+    assert len(runs) == 2 * len(SEEDS), runs
+    for path in runs:
+        sandbox = json.loads(Path(path).read_text())["summary"]["sandbox"]
+        assert sandbox["level"] == offered and sandbox["exposed"] == [], (path, sandbox)
+        assert sandbox["uid"] == (SANDBOX_UID if os.getuid() == 0 else f"unprivileged ({os.getuid()})")
 
 
 def _seed_artefacts(res: Path) -> None:

@@ -11,16 +11,21 @@ from maxk.sandbox.judge import VERDICTS, Score, outputs_match
 from maxk.sandbox.levels import (
     LEVEL_ORDER,
     LEVELS,
+    THREATS,
     SandboxError,
     check_training_isolation,
+    exposed_threats,
+    exposure_fixes,
     exposures,
     isolation_level,
+    uid_note,
 )
 from maxk.sandbox.scorer import Limits, Scorer, close_shared_scorers, score_programs, shared_scorer
 
 __all__ = [
     "LEVELS",
     "LEVEL_ORDER",
+    "THREATS",
     "VERDICTS",
     "Limits",
     "SandboxError",
@@ -28,9 +33,12 @@ __all__ = [
     "Scorer",
     "check_training_isolation",
     "close_shared_scorers",
+    "exposed_threats",
+    "exposure_fixes",
     "exposures",
     "isolation_level",
     "outputs_match",
     "score_programs",
     "shared_scorer",
+    "uid_note",
 ]

@@ -40,11 +40,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     sbsub = sb.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND")
     d = sbsub.add_parser(
         "doctor",
-        help="print which isolation layers are active on this machine",
-        description="Start a worker with every layer requested, report what is active, "
-        "and check that a few attacks are stopped.",
+        help="print which isolation layers are active on this machine, and whether training may run",
+        description="Start a worker with every layer requested, report what is active and what stays "
+        "exposed, and check that a few attacks are stopped. Exits non-zero where the sandbox is below "
+        "the config's minimum, an attack is not stopped, or RL training would refuse this sandbox; "
+        "submit it to a compute node before a cluster run.",
     )
-    d.add_argument("--config-json", default="{}", help="the `sandbox` config section as JSON")
+    src = d.add_mutually_exclusive_group()
+    src.add_argument(
+        "--configfile",
+        nargs="+",
+        metavar="FILE",
+        help="YAML config files, an overlay after its base, as for snakemake: their `sandbox` section",
+    )
+    src.add_argument(
+        "--config-json", default="{}", help="the `sandbox` config section as JSON (default: its defaults)"
+    )
     d.set_defaults(handler=_doctor)
     sb.set_defaults(handler=lambda args: sb.print_help() or 2)
 
@@ -215,9 +226,15 @@ DOCTOR_PROBES = {
 def _doctor(args: argparse.Namespace) -> int:
     import socket
 
-    from maxk.sandbox import LEVEL_ORDER, LEVELS, SandboxError, Scorer, exposures
+    from maxk.sandbox import LEVEL_ORDER, LEVELS, SandboxError, Scorer, exposure_fixes, exposures, uid_note
 
-    section = json.loads(args.config_json)
+    if args.configfile:
+        from maxk.config import load_config
+
+        section = load_config(*args.configfile)["sandbox"]
+    else:
+        section = json.loads(args.config_json)
+    allow_exposed = bool((section.get("isolation") or {}).get("allow_exposed_training"))
     kw = limits_from_config(section, 1)
     want = (section.get("isolation") or {}).get("minimum", "portable")
     kw["isolation"] = dict(kw.get("isolation") or {}, minimum="none", allow_below_minimum=True)
@@ -239,13 +256,16 @@ def _doctor(args: argparse.Namespace) -> int:
         quota = scorer.layers.get("scratch_quota")
         writes = f"only to a scratch {quota}" if quota else "none (seccomp denies every file write)"
         print(f"file writes: {writes if scorer.layers.get('seccomp') or quota else 'UNBOUNDED'}")
-        for note in scorer.notes:
-            print(f"note: {note}")
+        for note in [*scorer.notes, uid_note(scorer.layers)]:
+            if note:
+                print(f"note: {note}")
         exposed = exposures(scorer.layers)
         for line in exposed:
             print(f"EXPOSED {line}")
+        for fix in exposure_fixes(scorer.layers):
+            print(f"fix: {fix}")
         if not exposed:
-            print("exposed: nothing known (Landlock read-only view, separate uid, bounded or no file writes)")
+            print("exposed: nothing known (Landlock read-only view, non-dumpable judge, bounded file writes)")
         problem = {
             "id": "doctor/f",
             "tests": {"format": "call", "entry_point": "f", "setup": "", "cases": ["assert f(1) == 2"]},
@@ -264,4 +284,9 @@ def _doctor(args: argparse.Namespace) -> int:
             f"isolation level: {scorer.level} (configured minimum: {want}"
             f"{', BELOW MINIMUM' if below else ''})"
         )
-    return 0 if healthy and not below else 1
+        refused = bool(exposed) and not allow_exposed
+        if refused:
+            print("training: REFUSED (`maxk train` stops: see EXPOSED and fix above)")
+        else:
+            print(f"training: allowed ({'allow_exposed_training is set' if exposed else 'nothing exposed'})")
+    return 0 if healthy and not below and not refused else 1

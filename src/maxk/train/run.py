@@ -204,6 +204,7 @@ def train_run(
             scorer = stack.enter_context(Scorer(**config["sandbox"]))
             allow = config["sandbox"]["isolation"]["allow_exposed_training"]
             check_training_isolation(scorer.layers, bool(allow))
+        sandbox = _sandbox_record(scorer)
         reward = SandboxReward({p["id"]: p for p in problems}, scorer, args.reward_kind, extract_program)
         trainer = MaxKGRPOTrainer(
             model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer
@@ -224,6 +225,7 @@ def train_run(
         "steps": trainer.state.global_step,
         "resumed_from": last,
         "train_wall_s": wall,
+        "sandbox": sandbox,
         **{k: round(v, 3) for k, v in trainer.time_totals.items()},
     }
     final = Path(out)
@@ -284,6 +286,18 @@ def _heldout_curves(effective, data, problems, tokenizer, scorer, trainer, seed,
             prefix=prefix,
         ))  # fmt: skip
     return curves
+
+
+def _sandbox_record(scorer: Any) -> dict[str, Any]:
+    """Under which isolation the run's rewards were computed: the level, who ran the programs, and
+    what stayed exposed (``maxk.sandbox.exposed_threats``: empty unless training was opted in). A
+    scorer that is no sandbox (a test's or a benchmark's) is named instead."""
+    from maxk.sandbox import exposed_threats
+
+    layers = getattr(scorer, "layers", None)
+    if layers is None:
+        return {"scorer": type(scorer).__name__}
+    return {"level": scorer.level, "uid": layers.get("drop_uid"), "exposed": exposed_threats(layers)}
 
 
 def _cuda_available() -> bool:
