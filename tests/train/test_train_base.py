@@ -11,7 +11,9 @@ import json
 import pytest
 from train_helpers import times_problem
 
+from maxk.docs import undocumented
 from maxk.io import write_jsonl
+from maxk.train.logged import SFT_KEYS
 
 
 class FakeScorer:
@@ -161,6 +163,7 @@ def test_build_base_model_end_to_end_tiny(tmp_path):
     rows = list(csv.DictReader(curve.open()))
     assert [int(r["step"]) for r in rows] == [1]
     assert list(rows[0])[:4] == ["step", "epoch", "loss", "mean_token_accuracy"]
+    assert undocumented(list(rows[0]), SFT_KEYS) == []  # maxk.train.logged, docs/outputs.md
     assert float(rows[0]["loss"]) > 0
     AutoTokenizer.from_pretrained(out)
     AutoModelForCausalLM.from_pretrained(out)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from train_helpers import make_trainer
 
+from maxk.docs import undocumented
 from maxk.metrics import max_at_k
 from maxk.train.heldout import (
     OWN,
@@ -17,6 +18,7 @@ from maxk.train.heldout import (
     own_problems,
     problem_column,
 )
+from maxk.train.logged import GRPO_KEYS
 from maxk.train.run import write_metrics_csv
 
 
@@ -114,6 +116,7 @@ def test_curve_is_measured_before_and_during_training(tiny_model_dir, tmp_path):
     text = rows.read_text().splitlines()
     header = text[0].split(",")
     assert "heldout/reward" in header
+    assert undocumented(header, GRPO_KEYS) == []  # maxk.train.logged, docs/outputs.md
     by_step = {line.split(",")[0]: line.split(",") for line in text[1:]}
     assert set(by_step) == {"0", "1", "2", "3", "4"}
     col = header.index("heldout/reward")

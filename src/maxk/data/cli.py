@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--output", help="output .jsonl.gz (default: results/data/{name}.jsonl.gz)")
     b.set_defaults(handler=_build)
     v = dsub.add_parser("validate", help="validate a built dataset file against the problem schema")
-    v.add_argument("paths", nargs="+")
+    v.add_argument("paths", nargs="+", metavar="FILE", help="built dataset files (.jsonl.gz)")
     v.set_defaults(handler=_validate)
 
 

@@ -14,6 +14,15 @@ from typing import Any
 SCORE_COLUMNS = ("problem_id", "sample_index", "reward", "passed", "total", "verdicts", "elapsed_s")
 
 
+def scores_schema() -> Any:
+    """The scores Parquet's schema: ``SCORE_COLUMNS`` with their types (pyarrow imported here)."""
+    import pyarrow as pa
+
+    string, integer, number = pa.string(), pa.int64(), pa.float64()
+    types = (string, integer, number, integer, integer, pa.list_(string), number)
+    return pa.schema(list(zip(SCORE_COLUMNS, types, strict=True)))
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "score",
@@ -142,17 +151,7 @@ def _score(args: argparse.Namespace) -> int:
         if order[pid] % shard_n == shard_i:
             rows.append((pid, idx, prog))
     batch = int(section["batch_size"])
-    schema = pa.schema(
-        [
-            ("problem_id", pa.string()),
-            ("sample_index", pa.int64()),
-            ("reward", pa.float64()),
-            ("passed", pa.int64()),
-            ("total", pa.int64()),
-            ("verdicts", pa.list_(pa.string())),
-            ("elapsed_s", pa.float64()),
-        ]
-    )
+    schema = scores_schema()
     try:
         scorer = Scorer(**limits_from_config(section, section.get("workers") or args.threads))
     except (SandboxError, TypeError, ValueError) as exc:
