@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="YAML config files, an overlay after its base, as for snakemake: their `sandbox` section",
     )
     src.add_argument(
-        "--config-json", default="{}", help="the `sandbox` config section as JSON (default: its defaults)"
+        "--config-json", default="{}", help="the `sandbox` config section as JSON ({}: every default)"
     )
     d.set_defaults(handler=_doctor)
     sb.set_defaults(handler=lambda args: sb.print_help() or 2)
