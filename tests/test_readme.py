@@ -383,7 +383,9 @@ NO_DEFAULT = object()
 
 def _schema_keys() -> dict[str, dict]:
     """Every key of the config schema by its dotted path (a mapping's own keys as ``<*>``):
-    ``{"default", "required", "leaf"}``."""
+    ``{"default", "required", "leaf"}``. A key without a default of its own takes the one its enclosing
+    mapping's default gives it (``lab.offpolicy``'s default sets ``lab.offpolicy.n``); an entry of a
+    mapping of named entries (``<*>``) takes none: the user names it and sets it."""
     import yaml
 
     files: dict[str, dict] = {}
@@ -405,18 +407,20 @@ def _schema_keys() -> dict[str, dict]:
 
     keys: dict[str, dict] = {}
 
-    def walk(node: dict, file: str, path: str, required: bool) -> None:
+    def walk(node: dict, file: str, path: str, required: bool, inherited: object = NO_DEFAULT) -> None:
         node, file = resolve(node, file)
         extra = node.get("additionalProperties")
         extra = resolve(extra, file)[0] if isinstance(extra, dict) else None
         nested = extra is not None and (
             "properties" in extra or isinstance(extra.get("additionalProperties"), dict)
         )
+        default = node.get("default", inherited)
         if path:
             leaf = not node.get("properties") and not nested
-            keys[path] = {"default": node.get("default", NO_DEFAULT), "required": required, "leaf": leaf}
+            keys[path] = {"default": default, "required": required, "leaf": leaf}
         for name, sub in (node.get("properties") or {}).items():
-            walk(sub, file, f"{path}.{name}" if path else name, name in node.get("required", []))
+            given = default.get(name, NO_DEFAULT) if isinstance(default, dict) else NO_DEFAULT
+            walk(sub, file, f"{path}.{name}" if path else name, name in node.get("required", []), given)
         if nested:
             walk(node["additionalProperties"], file, f"{path}.<*>", False)
 
