@@ -265,7 +265,7 @@ def test_the_readme_stays_within_180_lines_once_generated(tmp_path: Path) -> Non
 HASH = re.compile(r"(?<![\w./#-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w-])")
 #: an issue or item number: "issue 25", "issues 25, 28", "issue #25", "item 5 of"
 ISSUE = re.compile(r"\bissues? #?\d+|\bitem \d+ of\b|#\d+\b(?!\.\d)", re.IGNORECASE)
-USER_DOCS = ("README.md", "config/README.md")
+USER_DOCS = ("README.md", "config/README.md", "docs/glossary.md")
 
 
 def _history(text: str) -> list[str]:
