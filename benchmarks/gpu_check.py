@@ -3,6 +3,14 @@
     python benchmarks/gpu_check.py --out DIR [--data results/data/suite_rl.jsonl.gz]
         [--test results/data/suite_test.jsonl.gz] [--train-budget 300] [--tiny] [--launch]
 
+The two default data files are the embedded default's datasets; build them first (seconds, offline,
+from the repository root):
+
+    maxk data build --name suite_rl && maxk data build --name suite_test
+
+(or run the pipeline, which builds them). The script stops at once, naming the file and this command,
+when ``--data`` or ``--test`` does not exist.
+
 1. Training on CUDA: a random Qwen2 of a few hundred million parameters (built here: no weights can be
    downloaded), bf16 and gradient checkpointing as ``config/paper.yaml`` sets them, ``train_run`` (what
    ``maxk train`` calls) for every registered advantage estimator (``maxk.objectives.ESTIMATORS``; ``grpo``
@@ -328,12 +336,34 @@ def check_launch(model: Path, data: str, work: Path, record: dict, tiny: bool, s
         save()
 
 
+#: the command that builds the default ``--data`` and ``--test`` files (the embedded default's datasets)
+BUILD_DATA = "maxk data build --name suite_rl && maxk data build --name suite_test"
+
+
+def missing_data(paths: dict[str, str]) -> str | None:
+    """The error for the first of ``{option: path}`` that is not a file, naming it and the command that
+    builds the defaults; None when every one exists."""
+    for option, path in paths.items():
+        if not Path(path).is_file():
+            return (
+                f"{option} {path}: no such file. Build the default data first, from the repository root:"
+                f" {BUILD_DATA}; or pass {option} a .jsonl.gz of problems"
+            )
+    return None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="directory for gpu_check.json and the work files")
-    ap.add_argument("--data", default=str(ROOT / "results/data/suite_rl.jsonl.gz"), help="RL problems")
     ap.add_argument(
-        "--test", default=str(ROOT / "results/data/suite_test.jsonl.gz"), help="problems to sample"
+        "--data",
+        default=str(ROOT / "results/data/suite_rl.jsonl.gz"),
+        help=f"RL problems (the default: built by `{BUILD_DATA.split(' && ')[0]}`)",
+    )
+    ap.add_argument(
+        "--test",
+        default=str(ROOT / "results/data/suite_test.jsonl.gz"),
+        help=f"problems to sample (the default: built by `{BUILD_DATA.split(' && ')[1]}`)",
     )
     ap.add_argument("--train-budget", type=float, default=300.0, help="seconds; later runs are skipped")
     ap.add_argument("--tiny", action="store_true", help="CPU rehearsal: small model, float32")
@@ -351,6 +381,9 @@ def main() -> None:
     a = ap.parse_args()
     if a.runs and (unknown := sorted(set(a.runs) - set(check_runs()))):
         ap.error(f"--runs: unknown {unknown}; the check's runs: {sorted(check_runs())}")
+    needed = {"--data": a.data} | ({} if a.skip_generate else {"--test": a.test})
+    if error := missing_data(needed):  # before any model is built or device time spent
+        ap.error(error)
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

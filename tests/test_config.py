@@ -187,6 +187,16 @@ def test_a_bad_key_is_named():
         validate_config({"seed": 0, "generate": {"n": 0}})
 
 
+def test_base_model_path_is_required_only_when_the_workflow_does_not_build_it():
+    """A built base is results/seed{seed}/models/base (maxk.paths.model_path): `path` is read only with
+    `build: false`, and required only then."""
+    built = validate_config({"seed": 0, "base_model": {"build": True}})
+    assert "path" not in built["base_model"]
+    with pytest.raises(ConfigError, match=r"config key base_model: 'path' is a required property"):
+        validate_config({"seed": 0, "base_model": {"build": False}})
+    validate_config({"seed": 0, "base_model": {"build": False, "path": "Org/Model"}})
+
+
 def test_a_rule_s_part_of_a_section_gets_defaults_but_no_required_keys():
     part = with_defaults("analysis", {"ks": [1, 2]})
     assert part["bootstrap"] == {"resamples": 1000, "confidence": 0.95} and part["ks"] == [1, 2]
@@ -280,7 +290,7 @@ def test_each_stage_config_is_its_schema_section_field_by_field(cls):
     if path == "runs.*":
         minimal["method"] = "grpo"
     if path == "base_model":
-        minimal.update(build=True, path="p")
+        minimal.update(build=True)  # path: read only with build false
     if path == "analysis":
         lab = {"groups": 10, "n": [2], "k": [1], "plot_k": 1, "plot_n": 2}
         minimal.update(models={"base": "B"}, datasets={"d": {"label": "D"}}, lab=lab)

@@ -51,3 +51,22 @@ def test_gpu_check_rehearsal_trains_every_estimator_checks_generation_and_the_la
     job = launched["maxk_train"]
     assert job["rc"] == 0, job["log_tail"]
     assert job["steps"] == 2 and job["all_finite"] and job["model_saved"]
+
+
+def test_gpu_check_names_a_missing_data_file_and_the_command_that_builds_it(tmp_path):
+    """Before any model is built: the default --data and --test are built by `maxk data build`, which the
+    message gives; nothing is written."""
+    script, out = str(ROOT / "benchmarks/gpu_check.py"), tmp_path / "out"
+    missing = tmp_path / "suite_rl.jsonl.gz"
+    proc = subprocess.run([sys.executable, script, "--out", str(out), "--data", str(missing)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"--data {missing}: no such file" in proc.stderr
+    assert "maxk data build --name suite_rl && maxk data build --name suite_test" in proc.stderr
+    assert not out.exists()
+    write_jsonl(missing, generate_suite("stdio", 2, 0))
+    absent = tmp_path / "nothing.jsonl.gz"
+    cmd = [sys.executable, script, "--out", str(out), "--data", str(missing), "--test", str(absent)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and f"--test {absent}: no such file" in proc.stderr, proc.stderr[-2000:]
+    assert not out.exists()

@@ -265,7 +265,7 @@ def test_the_readme_stays_within_180_lines_once_generated(tmp_path: Path) -> Non
 HASH = re.compile(r"(?<![\w./#-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w-])")
 #: an issue or item number: "issue 25", "issues 25, 28", "issue #25", "item 5 of"
 ISSUE = re.compile(r"\bissues? #?\d+|\bitem \d+ of\b|#\d+\b(?!\.\d)", re.IGNORECASE)
-USER_DOCS = ("README.md", "config/README.md", "docs/cli.md", "docs/outputs.md")
+USER_DOCS = ("README.md", "config/README.md", "docs/glossary.md", "docs/cli.md", "docs/outputs.md")
 
 
 def _history(text: str) -> list[str]:
@@ -289,6 +289,92 @@ def test_user_docs_carry_no_commit_hashes_or_issue_numbers(doc: str) -> None:
     assert found == [], f"{doc}: history belongs in docs/experiment-log.md and CHANGELOG.md: {found}"
 
 
+# --- one source for the default's run time -----------------------------------------------------------
+
+#: a duration in minutes as prose gives one: "41 minutes", "21 to 53 minutes", "20 min 48 s", "1 h 7 min"
+DURATION = r"(?:about )?(?:\d+ h )?\d+(?:(?: to |-)\d+)? min(?:utes)?(?: \d+ s)?\b"
+#: a duration the prose gives the default: "the default's 30 minutes", "the default has taken 21 to 53
+#: minutes" (words only between the two: one clause), "30 minutes for the whole default"
+DEFAULT_TIME = re.compile(
+    rf"\bdefault(?:'s)?\s+(?:[\w']+\s+){{0,6}}?(?P<a>{DURATION})"
+    rf"|(?P<b>{DURATION})\s+for\s+the\s+(?:whole\s+|embedded\s+)*default\b",
+    re.IGNORECASE,
+)
+#: a dated run ("experiment log, 2026-11-26"): a measurement of that run, not a claim about the default
+DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+#: the user docs: what a user reads (the experiment log is the dated history and keeps its measurements)
+TIMED_DOCS = sorted(
+    {"README.md", "config/README.md", "results/README.md"}
+    | {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md") if p.name != "experiment-log.md"}
+)
+
+
+def _region(text: str, name: str) -> str:
+    return text.split(f"<!-- {name}:begin -->", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
+
+
+def _generated_times(readme: str) -> set[str]:
+    """The default's wall time as the README's generated regions give it: the quickstart's phrase and the
+    run-time table's whole-DAG row, without "about"."""
+    row = next(line for line in _region(readme, "runtime").splitlines() if "whole DAG" in line)
+    found = re.findall(DURATION, _region(readme, "walltime") + " " + row)
+    return {d.removeprefix("about ") for d in found}
+
+
+def _default_times(text: str, generated: set[str]) -> list[str]:
+    """Durations ``text`` gives the default that are not the README's generated ones, its generated regions
+    left out; one followed within 200 characters by a date names the dated run it was measured on."""
+    for name in R.MARKERS:
+        text = re.sub(rf"<!-- {name}:begin -->.*?<!-- {name}:end -->", " ", text, flags=re.DOTALL)
+    flat = " ".join(text.split())
+    out = []
+    for m in DEFAULT_TIME.finditer(flat):
+        duration = (m.group("a") or m.group("b")).removeprefix("about ")
+        if duration not in generated and not DATE.search(flat, m.end(), m.end() + 200):
+            out.append(m.group(0))
+    return out
+
+
+def test_default_time_patterns() -> None:
+    generated = {"41 minutes", "40 min 55 s"}
+    old = (
+        "The same default has taken 21 to 53 minutes on idle machines. The design does not fit the\n"
+        "default's 30 minutes: four epochs. Its three jobs took 14, 16 and 32 minutes (job time), against 30"
+        " minutes for the whole default. It took 30 min 17 s against the default's 20 min 48 s. Its claims."
+    )
+    assert _default_times(old, generated) == [
+        "default has taken 21 to 53 minutes", "default's 30 minutes", "30 minutes for the whole default",
+        "default's 20 min 48 s",
+    ]  # fmt: skip
+    fine = (
+        "Run it: <!-- walltime:begin -->about 9 minutes<!-- walltime:end -->. The default takes about 41"
+        " minutes. Design 5's run, 30 min 17 s, against the default's run of the same day, 20 min 48 s"
+        " (experiment log, 2026-11-26). Its jobs took 14 minutes of job time (with other work beside them)"
+        " against the default DAG's wall time (the README's run-time table). The default seed is 1234."
+    )
+    assert _default_times(fine, generated) == []
+    readme = (ROOT / "README.md").read_text()
+    assert _generated_times(readme) and all(re.fullmatch(DURATION, d) for d in _generated_times(readme))
+
+
+@pytest.mark.parametrize("doc", TIMED_DOCS)
+def test_user_docs_give_the_default_no_run_time_but_the_readmes_generated_one(doc: str) -> None:
+    """The default's wall time has one source, the README's generated run-time table (``maxk.readme``): a
+    user doc that quotes another figure for it names the dated run it was measured on, or links there."""
+    generated = _generated_times((ROOT / "README.md").read_text())
+    found = _default_times((ROOT / doc).read_text(), generated)
+    assert found == [], f"{doc}: the default's run time is the README's ({sorted(generated)}): {found}"
+
+
+def test_the_readme_tests_section_points_to_the_log_for_the_suites_time() -> None:
+    """The test command's time varies from run to run; the README points to the experiment log's table of
+    them rather than quoting one."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Tests\n", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(DURATION, section) == [] and not re.search(r"\b\d+ s\b", section), section
+    assert "docs/experiment-log.md" in section
+
+
 # --- config/README.md is the schemas' reference ------------------------------------------------------
 
 SCHEMAS = ROOT / "workflow" / "schemas"
@@ -297,7 +383,9 @@ NO_DEFAULT = object()
 
 def _schema_keys() -> dict[str, dict]:
     """Every key of the config schema by its dotted path (a mapping's own keys as ``<*>``):
-    ``{"default", "required", "leaf"}``."""
+    ``{"default", "required", "leaf"}``. A key without a default of its own takes the one its enclosing
+    mapping's default gives it (``lab.offpolicy``'s default sets ``lab.offpolicy.n``); an entry of a
+    mapping of named entries (``<*>``) takes none: the user names it and sets it."""
     import yaml
 
     files: dict[str, dict] = {}
@@ -319,18 +407,20 @@ def _schema_keys() -> dict[str, dict]:
 
     keys: dict[str, dict] = {}
 
-    def walk(node: dict, file: str, path: str, required: bool) -> None:
+    def walk(node: dict, file: str, path: str, required: bool, inherited: object = NO_DEFAULT) -> None:
         node, file = resolve(node, file)
         extra = node.get("additionalProperties")
         extra = resolve(extra, file)[0] if isinstance(extra, dict) else None
         nested = extra is not None and (
             "properties" in extra or isinstance(extra.get("additionalProperties"), dict)
         )
+        default = node.get("default", inherited)
         if path:
             leaf = not node.get("properties") and not nested
-            keys[path] = {"default": node.get("default", NO_DEFAULT), "required": required, "leaf": leaf}
+            keys[path] = {"default": default, "required": required, "leaf": leaf}
         for name, sub in (node.get("properties") or {}).items():
-            walk(sub, file, f"{path}.{name}" if path else name, name in node.get("required", []))
+            given = default.get(name, NO_DEFAULT) if isinstance(default, dict) else NO_DEFAULT
+            walk(sub, file, f"{path}.{name}" if path else name, name in node.get("required", []), given)
         if nested:
             walk(node["additionalProperties"], file, f"{path}.<*>", False)
 

@@ -135,7 +135,7 @@ class BaseModelConfig:
     """The base model: built by ``maxk base`` (embedded) or a hub id at a revision (paper)."""
 
     build: bool
-    path: str
+    path: str | None
     revision: str | None
     threads: int | None
     tokenizer: TokenizerSettings | None
