@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from guard import HANG_GUARD_S
 
 from maxk.data.suite import generate_suite
 from maxk.io import write_jsonl
@@ -25,7 +26,7 @@ def test_gpu_check_rehearsal_trains_every_estimator_checks_generation_and_the_la
     out = tmp_path / "out"
     cmd = [sys.executable, str(ROOT / "benchmarks/gpu_check.py"), "--out", str(out), "--data", str(data)]
     cmd += ["--test", str(test), "--tiny", "--varied-rewards", "--launch"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((out / "gpu_check.json").read_text())
 
@@ -59,7 +60,7 @@ def test_gpu_check_names_a_missing_data_file_and_the_command_that_builds_it(tmp_
     script, out = str(ROOT / "benchmarks/gpu_check.py"), tmp_path / "out"
     missing = tmp_path / "suite_rl.jsonl.gz"
     proc = subprocess.run([sys.executable, script, "--out", str(out), "--data", str(missing)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)  # fmt: skip
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"--data {missing}: no such file" in proc.stderr
     assert "maxk data build --name suite_rl && maxk data build --name suite_test" in proc.stderr
@@ -67,6 +68,6 @@ def test_gpu_check_names_a_missing_data_file_and_the_command_that_builds_it(tmp_
     write_jsonl(missing, generate_suite("stdio", 2, 0))
     absent = tmp_path / "nothing.jsonl.gz"
     cmd = [sys.executable, script, "--out", str(out), "--data", str(missing), "--test", str(absent)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 2 and f"--test {absent}: no such file" in proc.stderr, proc.stderr[-2000:]
     assert not out.exists()

@@ -172,6 +172,25 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     assert ci.count('eval "$TEST"') == 1 and ci.count("&& $TEST\"") == 1, "both branches run the command"
 
 
+def test_no_test_times_a_slow_machine_out() -> None:
+    """A test bounds what may hang by the one hang guard (tests/guard.py), never by a number of its own
+    a loaded machine can reach; pytest-timeout's per-test limit is the same guard. (The sandbox's tests
+    pass time limits that are the sandbox's own behaviour under test: they are exempt.)"""
+    from guard import HANG_GUARD_S
+
+    pytest_options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert pytest_options["timeout"] == HANG_GUARD_S
+    numeric = re.compile(r"\btimeout\s*=\s*\d|mark\.timeout\(")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if "sandbox" not in path.relative_to(ROOT / "tests").parts
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if numeric.search(line)
+    ]
+    assert not offenders, offenders
+
+
 def test_cli_help_lists_stages() -> None:
     out = subprocess.run([sys.executable, "-m", "maxk", "--help"], capture_output=True, text=True, check=True)
     assert "provenance" in out.stdout

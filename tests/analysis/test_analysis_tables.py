@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import DATASETS, LABELS
+from guard import HANG_GUARD_S
 
 from maxk.analysis.tables import (
     TableSpec,
@@ -213,7 +214,7 @@ def test_latex_compiles_with_pdflatex(frames, tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_GUARD_S,
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert (tmp_path / "t.pdf").stat().st_size > 1000

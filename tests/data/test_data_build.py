@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from guard import HANG_GUARD_S
 
 from maxk.cli import main
 from maxk.data import default_config, load
@@ -149,7 +150,7 @@ def test_snakemake_dry_run_paper_config():
     if not snake.exists():
         pytest.skip("snakemake not installed in this environment")
     res = subprocess.run([str(snake), "-n", "--cores", "1", "--configfile", "config/paper.yaml"],
-                         cwd=repo, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+                         cwd=repo, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     for name in (
         "codecontests_train",

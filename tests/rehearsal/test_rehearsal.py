@@ -25,7 +25,6 @@ def test_the_overlay_changes_sizes_only():
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # about 10 minutes on 2 idle cores: the longest test, by design
 def test_paper_config_rehearsal(tmp_path):
     paper = ROOT / "config" / "paper.yaml"
     assert rehearse(paper, tmp_path) == 0

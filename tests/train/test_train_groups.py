@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import torch
+from guard import HANG_GUARD_S
 from train_helpers import make_trainer
 
 HERE = Path(__file__).parent
@@ -105,7 +106,7 @@ def test_whole_groups_under_two_processes(tiny_model_dir, tmp_path):
         tiny_model_dir,
         str(tmp_path),
     ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     for rep in reports:

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from guard import HANG_GUARD_S
 
 from maxk.train.launch import (
     check_run,
@@ -412,7 +413,7 @@ def test_paper_dag_lists_every_gpu_training_run():
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=HANG_GUARD_S,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout + out.stderr

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the rules whose jobs do not depend on the seed (made once whatever `replicates` holds)
@@ -20,7 +21,7 @@ def _job_stats(*args: str) -> dict[str, int]:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     res = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--cores", "1", *args],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     table = (res.stdout + res.stderr).split("Job stats:")[1].split("total")[0]

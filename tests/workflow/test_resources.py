@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from guard import HANG_GUARD_S
 
 from maxk.workflow.resources import UNBOUNDED, retry_resources
 
@@ -61,7 +62,7 @@ def _planned(workdir: Path, cores: int, overlay: Path) -> dict[str, list[str]]:
     args += ["--configfile", str(ROOT / "config" / "config.yaml"), str(overlay)]
     res = subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), *args],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     out: dict[str, list[str]] = {}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from guard import HANG_GUARD_S
 
 from maxk import paths as P
 from maxk.config import load_config
@@ -23,7 +24,7 @@ FAKE = ROOT / "tests" / "fake_slurm"
 
 
 def run(
-    args: list[str], extra_env: dict[str, str] | None = None, timeout: int = 600
+    args: list[str], extra_env: dict[str, str] | None = None, timeout: int = HANG_GUARD_S
 ) -> subprocess.CompletedProcess:
     bindir = str(Path(sys.executable).parent)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PATH=f"{bindir}:{os.environ['PATH']}")
@@ -195,7 +196,7 @@ def test_small_dag_runs_through_the_real_slurm_plugin(tmp_path: Path) -> None:
             "FAKE_SLURM_CHECK": str(FAKE / "check_submission.py"),
             "MAXK_CPU_STANDS_IN_FOR_GPU": "1",  # the GPU job runs on this CPU on purpose (maxk.gpu)
         },
-        timeout=900,
+        timeout=HANG_GUARD_S,
     )  # fmt: skip
     submissions = [json.loads(line) for line in (state / "sbatch.jsonl").read_text().splitlines()]
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from guard import HANG_GUARD_S
 
 from maxk import paths as P
 from maxk.config import load_config
@@ -53,7 +54,7 @@ def smk(
     workdir: Path,
     *args: str,
     config: Path = SMALL,
-    timeout: int = 900,
+    timeout: int = HANG_GUARD_S,
     cores: int = 2,
     overlays: tuple[Path, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
@@ -158,7 +159,7 @@ def run_until(
     workdir: Path,
     markers: str,
     sig: int,
-    timeout: float = 600,
+    timeout: float = HANG_GUARD_S,
     cores: int = 2,
     overlays: tuple[Path, ...] = (),
 ) -> set[str]:
@@ -178,7 +179,7 @@ def run_until(
             if new:
                 time.sleep(0.5)  # let the job get going
                 os.killpg(proc.pid, sig)
-                proc.wait(timeout=120)
+                proc.wait(timeout=HANG_GUARD_S)
                 return new
             if proc.poll() is not None:
                 pytest.fail(f"the workflow ended (rc={proc.returncode}) before {markers} appeared")
@@ -299,7 +300,7 @@ def test_corrupt_sample_file_fails_its_job_clearly(clean_run: Path, tmp_path: Pa
     other_mtime = other.stat().st_mtime_ns
     res = subprocess.run(
         smk_cmd(workdir, "--keep-going", "--rerun-triggers", "mtime"),
-        capture_output=True, text=True, env=env(), timeout=600,
+        capture_output=True, text=True, env=env(), timeout=HANG_GUARD_S,
     )  # fmt: skip
     out = res.stdout + res.stderr
     assert res.returncode != 0
