@@ -4,11 +4,20 @@
     python tests/rehearsal/rehearse.py                       # config/paper.yaml
     python tests/rehearsal/rehearse.py --configfile my.yaml  # a changed config, before submitting it
 
-It runs the real command line, from the repository root, on a scratch directory:
+It runs the real command line, from the repository root, on a scratch directory, in two phases:
 
-    snakemake --configfile <config> tests/rehearsal/overlay.yaml --profile slurm --directory <dir>
+1. every job of the DAG, in one Snakemake process on this machine (the profile's settings, its executor
+   replaced: ``--profile slurm --executor local``): each job's command, inputs and outputs at the
+   paper config;
+2. one job of every rule the cluster runs (all but ``localrules``) again, through Slurm, one Snakemake
+   run each (``--profile slurm --force <one output of the rule>``): each rule's submission (partition,
+   GPUs, account: ``tests/fake_slurm/check_submission.py``), its job step and the outputs it leaves.
 
-and changes only what this machine cannot have, each in one place:
+Every job through Slurm would cost two Snakemake processes per job (the job step and its inner run:
+about 7 s of CPU each time, for ~130 jobs) and teach nothing the second phase does not: the rules'
+submissions differ by rule, not by wildcard.
+
+It changes only what this machine cannot have, each in one place:
 - ``overlay.yaml``: sizes (samples, problems, shards, prompts, resamples), a comment per line;
 - the model: a tiny random Qwen2 with Qwen2.5's chat template, saved in a scratch Hugging Face cache
   under the config's hub id (``base_model.path``, and ``data.tokenizer``) at its pinned revision, so the
@@ -19,7 +28,8 @@ and changes only what this machine cannot have, each in one place:
 - Slurm: ``tests/fake_slurm`` (sbatch records the submission, checks its partition and GPUs, and runs
   the job in the background; sacct reports it);
 - vLLM: ``stand_ins/vllm``, strict where vLLM is (model length, logprobs, seeds), on the path of the
-  generation jobs only;
+  generation jobs only (through Slurm: per rule, by the stand-in sbatch; locally: ``stand_ins/local_bin/maxk``
+  for ``maxk generate``);
 - ``accelerate launch`` (DeepSpeed ZeRO-2 on the GPUs): ``stand_ins/bin/accelerate`` checks the command
   and runs the same ``maxk train`` as one CPU process; TRL's vLLM rollouts, bf16 and gradient
   checkpointing are off on a CPU (``maxk.train.launch.grpo_kwargs``);
@@ -176,41 +186,86 @@ def stage(config: dict, work: Path) -> dict[str, str]:
     }
 
 
-def rehearse(configfile: Path, work: Path, jobs: int = 8, extra: list[str] | None = None) -> int:
+def snakemake(configfile: Path, work: Path, *args: str) -> list[str]:
+    """The command line a user types (from the repository root), on the rehearsal's config and directory."""
     overlay = HERE / "overlay.yaml"
-    config = load_config([configfile, overlay])
+    return [sys.executable, "-m", "snakemake", "--configfile", str(configfile), str(overlay),
+            "--directory", str(work / "run"), *args]  # fmt: skip
+
+
+def local_rules() -> set[str]:
+    """The rules the workflow's ``localrules:`` directives keep in the Snakemake process (never submitted)."""
+    names: set[str] = set()
+    for smk in sorted((ROOT / "workflow" / "rules").glob("*.smk")):
+        for block in re.findall(r"^localrules:\n((?:[ \t]+\w+,?[ \t]*\n)+)", smk.read_text(), re.M):
+            names.update(re.findall(r"\w+", block))
+    return names
+
+
+def one_output_per_submitted_rule(configfile: Path, work: Path, env: dict[str, str]) -> dict[str, str]:
+    """Rule -> the first (sorted) of its outputs in the finished tree (``snakemake --summary``), for every
+    rule a Slurm run submits."""
+    cmd = snakemake(configfile, work, "--summary", "--cores", "1")
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    picked: dict[str, str] = {}
+    skip = local_rules() | {"all"}
+    for line in out.splitlines()[1:]:
+        fields = line.split("\t")
+        if len(fields) > 2 and fields[2] and fields[2] not in skip:
+            picked[fields[2]] = min(picked.get(fields[2], fields[0]), fields[0])
+    # consumers first: a job forced after one whose outputs it reads would find them newer and run
+    # what lies between again (phase one finished every job after those it reads)
+    run = work / "run"
+    return dict(sorted(picked.items(), key=lambda item: -(run / item[1]).stat().st_mtime_ns))
+
+
+def rehearse(configfile: Path, work: Path, extra: list[str] | None = None) -> int:
+    config = load_config([configfile, HERE / "overlay.yaml"])
     env = stage(config, work)
-    cmd = [
-        sys.executable, "-m", "snakemake", "--configfile", str(configfile), str(overlay),
-        "--profile", "slurm", "--directory", str(work / "run"), "--jobs", str(jobs),
-        "--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "1",
+    local_env = dict(env, PATH=os.pathsep.join([str(HERE / "stand_ins" / "local_bin"), env["PATH"]]))
+    prioritize = [
         # the base model's evaluations first: every table waits on them, and the greedy scheduler
         # (largest inputs first) would start them last, as a hub model is no input of theirs
         "--prioritize",
         *(P.scores(s, P.BASE, d) for s in config["replicates"] for d in config["analysis"]["datasets"]),
-        "--scheduler", "greedy",  # the default ILP scheduler costs minutes of CPU over ~160 small jobs
-        *(extra or []),
-    ]  # fmt: skip
-    print("rehearsal:", " ".join(cmd[2:]), flush=True)
+    ]
+    greedy = ["--scheduler", "greedy"]  # the default ILP scheduler costs minutes of CPU over ~200 small jobs
     start = time.monotonic()
-    rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    local = snakemake(configfile, work, "--profile", "slurm", "--executor", "local", "--cores", "all",
+                      *prioritize, *greedy, *(extra or []))  # fmt: skip
+    print("rehearsal, every job here:", " ".join(local[2:]), flush=True)
+    rc = subprocess.run(local, cwd=ROOT, env=local_env).returncode
+    print(f"rehearsal: every job here, exit {rc} after {time.monotonic() - start:.0f} s", flush=True)
+    if rc != 0:
+        return rc
+    # One Snakemake run per job: forced together, a job's rerun would make every later one of them that
+    # reads its outputs (and every job between) run again; one at a time, consumers first, nothing else runs.
+    targets = one_output_per_submitted_rule(configfile, work, env)
+    print(f"rehearsal, one job of each rule through Slurm: {', '.join(targets)}", flush=True)
+    poll = ["--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "1"]
+    start = time.monotonic()
+    for rule, target in targets.items():
+        slurm = snakemake(configfile, work, "--profile", "slurm", *poll, *(extra or []), "--force", target)
+        print(f"rehearsal, {rule} through Slurm:", " ".join(slurm[2:]), flush=True)
+        rc = subprocess.run(slurm, cwd=ROOT, env=env).returncode
+        if rc != 0:
+            return rc
     elapsed = time.monotonic() - start
-    print(f"rehearsal: exit {rc} after {elapsed:.0f} s; outputs in {work / 'run'}", flush=True)
-    return rc
+    print(f"rehearsal: through Slurm, exit 0 after {elapsed:.0f} s; outputs in {work / 'run'}", flush=True)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--configfile", type=Path, default=ROOT / "config" / "paper.yaml")
     ap.add_argument("--workdir", type=Path, help="scratch directory, kept (default: a temporary one)")
-    ap.add_argument("--jobs", type=int, default=8, help="jobs at once (default 8)")
     args, extra = ap.parse_known_args(argv)
     if args.workdir:
         args.workdir.mkdir(parents=True, exist_ok=True)
-        return rehearse(args.configfile.resolve(), args.workdir.resolve(), args.jobs, extra)
+        return rehearse(args.configfile.resolve(), args.workdir.resolve(), extra)
     work = Path(tempfile.mkdtemp(prefix="maxk-rehearsal-"))
     try:
-        return rehearse(args.configfile.resolve(), work, args.jobs, extra)
+        return rehearse(args.configfile.resolve(), work, extra)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

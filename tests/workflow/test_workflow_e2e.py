@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -192,20 +193,44 @@ def run_until(
     raise AssertionError("unreachable")
 
 
+def _cmdline(pid: int | str) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+
+
+def _runs_in(pid: str, workdir: Path) -> bool:
+    """Whether process ``pid`` runs in ``workdir`` (a job: Snakemake's --directory is its cwd)."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd")).is_relative_to(workdir)
+    except OSError:
+        return False
+
+
 def leftover_processes(workdir: Path) -> list[str]:
-    """Processes still running for this workdir (its jobs carry the path) or sandbox workers of this
-    checkout (other checkouts on the same machine may legitimately run their own)."""
+    """Processes still running for this workdir (its jobs carry the path), and sandbox workers of this
+    checkout whose owner (the pid in their tag, ``maxk.sandbox.scorer``) was a job of this workdir or is
+    gone. The pools of other live processes are theirs: other checkouts, other tests running beside
+    this one."""
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
+        cmd = _cmdline(pid)
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             uid = os.stat(f"/proc/{pid}").st_uid
         except OSError:
             continue
-        if str(workdir) in cmd or (uid == SANDBOX_UID and f"{ROOT}/src/maxk/sandbox/_worker.py" in cmd):
+        if cmd is None:
+            continue
+        if str(workdir) in cmd:
             out.append(f"{pid}: {cmd[:200]}")
+        elif uid == SANDBOX_UID and f"{ROOT}/src/maxk/sandbox/_worker.py" in cmd:
+            tag = re.search(r"maxk-sandbox-(\d+)-", cmd)
+            owner = _cmdline(tag.group(1)) if tag else None
+            if owner is None or str(workdir) in owner or _runs_in(tag.group(1), workdir):  # type: ignore[union-attr]
+                out.append(f"{pid}: {cmd[:200]} (owner {tag.group(1) if tag else '?'}: {owner or 'gone'})")
     return out
 
 
