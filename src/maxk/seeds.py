@@ -7,7 +7,9 @@ Two derivations, with distinct names because they mean different things and must
   held-out subset, the estimator lab), from the master seed and any labels.
 - ``problem_seed(seed, model, dataset, problem_id)``: the generation seed of one (model, dataset,
   problem), independent of shards and of the order problems are generated in, so a shard regenerated
-  alone reproduces its rows.
+  alone reproduces its rows. With common random numbers (``generate.common_random_numbers``) every
+  model passes ``COMMON_STREAM`` as its model: sample j of a problem then draws the same uniforms in
+  every model (the decode loop draws n per prompt per step, by sample index).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from __future__ import annotations
 import hashlib
 import json
 
-__all__ = ["derive_seed", "problem_seed"]
+__all__ = ["COMMON_STREAM", "derive_seed", "problem_seed"]
+
+#: the model name every model's generation seed uses under common random numbers (no model is named so)
+COMMON_STREAM = "*"
 
 
 def derive_seed(seed: int, *labels: object) -> int:

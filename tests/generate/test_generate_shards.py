@@ -19,6 +19,7 @@ from maxk.generate.run import (
     run_shard,
     shard_bounds,
 )
+from maxk.seeds import COMMON_STREAM
 from maxk.seeds import problem_seed as derive_seed
 
 
@@ -58,7 +59,7 @@ def _extract(completion, problem):
     return body + f"# {problem['id']}"
 
 
-def _run(problems, out, backend, *, shard=0, num_shards=1, n=4, model="base", params=None):
+def _run(problems, out, backend, *, shard=0, num_shards=1, n=4, model="base", params=None, crn=False):
     return run_shard(
         problems=problems,
         build_prompt=lambda p: f"PROMPT[{p['prompt']}]",
@@ -72,6 +73,7 @@ def _run(problems, out, backend, *, shard=0, num_shards=1, n=4, model="base", pa
         shard=shard,
         num_shards=num_shards,
         config={"generate": {"n": n}},
+        common_random_numbers=crn,
     )
 
 
@@ -128,6 +130,25 @@ def test_hf_shard_alone_is_deterministic(tmp_path):
     sub = dfull[dfull["problem_id"].isin(da["problem_id"])].reset_index(drop=True)
     pd.testing.assert_frame_equal(da, sub)
     assert set(da["entropy_kind"]) == {"exact"}
+
+
+def test_common_random_numbers_give_one_model_under_two_names_the_same_samples(tmp_path):
+    """With ``common_random_numbers`` sample j of a problem draws the same uniforms in every model: the
+    same weights under two names sample the same completions (the decode loop, batched over problems);
+    by default each name has its own stream, and they differ."""
+    problems = fx.toy_problems()
+    hf_backend = fx.hf_backend()
+    params = SamplingParams(n=5, max_new_tokens=6)
+    frames = {}
+    for crn in (False, True):
+        for model in ("a", "b"):
+            out = tmp_path / f"{model}-{crn}.parquet"
+            manifest = _run(problems, out, hf_backend, model=model, params=params, crn=crn)
+            frames[model, crn] = pd.read_parquet(out)["completion"].tolist()
+            stream = COMMON_STREAM if crn else model
+            assert manifest["seeds"]["per_problem"]["toy/0"] == derive_seed(1234, stream, "toy", "toy/0")
+    assert frames["a", True] == frames["b", True]
+    assert frames["a", False] != frames["b", False]
 
 
 def _shards(tmp_path, problems, m=3):

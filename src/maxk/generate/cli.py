@@ -204,6 +204,7 @@ def _generate(args: argparse.Namespace) -> int:
             model_info={**model_fingerprint(model_dir, args.revision), "ref": args.model_path},
             config=config,
             resume=not args.no_resume,
+            common_random_numbers=gen.common_random_numbers,
         )
     except PromptTooLongError as exc:
         raise UserError(str(exc)) from None

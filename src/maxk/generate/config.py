@@ -43,6 +43,7 @@ class GenerateConfig:
     max_new_tokens: int
     max_problems: int | None
     num_shards: int
+    common_random_numbers: bool
     keep_shards: bool
     stop_tokens: list[str]
     transformers: TransformersSettings

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from maxk.generate.backends import Backend, Sample, SamplingParams, check_prompt_room, prompt_token_ids
-from maxk.seeds import problem_seed
+from maxk.seeds import COMMON_STREAM, problem_seed
 
 #: Column order and types of the samples Parquet (the generate -> score contract).
 SAMPLE_COLUMNS: tuple[str, ...] = (
@@ -280,8 +280,12 @@ def run_shard(
     model_info: dict[str, Any] | None = None,
     config: Any = None,
     resume: bool = True,
+    common_random_numbers: bool = False,
 ) -> dict[str, Any]:
     """Generate shard ``shard`` of ``problems`` and write ``output`` (Parquet) and its manifest.
+
+    ``common_random_numbers``: seed every problem from ``(base_seed, COMMON_STREAM, dataset, id)``
+    instead of the model's name, so that every model draws sample j of a problem from one stream.
 
     The manifest is written last: a shard without one, or whose Parquet does not match it, is
     rejected by :func:`merge_shards`.
@@ -294,7 +298,8 @@ def run_shard(
     ids = [p["id"] for p in chunk]
     if len(set(ids)) != len(ids):
         raise ValueError(f"dataset {dataset!r}: duplicate problem ids in shard {shard}")
-    seeds = [problem_seed(base_seed, model_name, dataset, pid) for pid in ids]
+    stream = COMMON_STREAM if common_random_numbers else model_name
+    seeds = [problem_seed(base_seed, stream, dataset, pid) for pid in ids]
     prompts = [build_prompt(p) for p in chunk]
     limit = getattr(backend, "max_model_len", None)
     if limit is not None:
