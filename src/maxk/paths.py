@@ -174,8 +174,8 @@ def learning(seed: Seed) -> str:
 
 
 def claim_differences(seed: Seed) -> str:
-    """Each tested claim's per-problem differences (a - b) on one seed: what the across-seed table
-    resamples (``problem_id`` and one column per claim id)."""
+    """Each series' per-problem differences on one seed, long (``claim``, ``problem_id``,
+    ``difference``; docs/outputs.md): what the across-seed table pools and resamples."""
     return f"{seed_dir(seed)}/claims/differences.csv"
 
 

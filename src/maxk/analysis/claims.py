@@ -29,11 +29,11 @@ its stand-in), the paper's published values of both sides are printed beside our
 
 **The instrument check comes first** (``instrument_check``; not one of the paper's claims): RL must
 raise its own objective on problems it never saw, or no claim can fall either way. It holds when
-``grpo_continuous`` beats the base model on max@1 (the mean reward, the objective it trains) on the
-claims' dataset with a bootstrap interval above zero, and its held-out learning curve
-(``train.heldout``) rises: the paired bootstrap interval of each held-out problem's last minus first
-mean reward is above zero (a metrics CSV without per-problem values: the curve ends above its
-start). Where it fails, every claim's ``verdict`` is
+the run ``analysis.claims.instrument_run`` names (default ``grpo_continuous``) beats the base model
+on max@1 (the mean reward, the objective it trains) on the claims' dataset with a bootstrap interval
+above zero, and its held-out learning curve (``train.heldout``) rises: the paired bootstrap interval of
+each held-out problem's last minus first mean reward is above zero (a metrics CSV without per-problem
+values: the curve ends above its start). Where it fails, every claim's ``verdict`` is
 "instrument not working" instead of a finding. The base model's calibration block (its operating
 point, ``maxk.train.base.calibration``) is printed beside it.
 """
