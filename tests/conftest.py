@@ -29,7 +29,7 @@ def _close_shared_sandbox_pools():
 #: first two start together and the rest of the suite fills in beside them; a file missing here only
 #: runs later.
 LONGEST_FIRST = (
-    "tests/rehearsal/test_rehearsal.py",  # the paper config through fake Slurm: ~170 jobs
+    "tests/rehearsal/test_rehearsal.py",  # every paper job locally, then one per cluster rule via Slurm
     "tests/workflow/test_workflow_e2e.py",  # two end-to-end runs of the small scale
     "tests/workflow/test_slurm.py",
     "tests/test_gpu_check.py",
