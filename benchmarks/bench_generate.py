@@ -1,15 +1,18 @@
 """Benchmark: maxk's decode loop (``maxk.generate.decode``) against ``model.generate`` and the roofline.
 
-    python benchmarks/bench_generate.py [--model results/seed{seed}/models/base] [--problems 16] [--n 256]
-        [--max-new-tokens 96] [--threads 1] [--baseline-problems 4]
+    python benchmarks/bench_generate.py [--model results/seed{seed}/models/base] [--problems 32] [--n N]
+        [--max-new-tokens M] [--max-batch-size B] [--threads 1] [--baseline-problems 4]
         [--problems-file results/data/suite_test.jsonl.gz]
 
 Both paths are the transformers backend (same prompts, seeds, sampling and per-sample statistics:
 sum of log-probs, exact mean entropy), once with ``decoder="auto"`` (the default: maxk's loop) and once
 with ``decoder="generate"`` (batched ``model.generate`` with a static cache, the previous default), in
-the same process on the same model. The roofline is measured in the same run too: the matrix products
-of one decode step (every linear layer of the model at a batch of ``--n`` rows) timed alone, on the
-same threads, gives the FLOP/s this CPU reaches at the model's shapes; the decode loop's FLOP/s is
+the same process on the same model. ``--n``, ``--max-new-tokens`` and ``--max-batch-size`` default to
+the embedded config's (``generate.n``, ``generate.max_new_tokens``, ``generate.transformers``), so the
+loop runs the pipeline's shapes. The roofline is measured in the same run too: the matrix products of
+one decode step (every linear layer of the model at the rows of the loop's first step: whole prompts'
+samples up to ``--max-batch-size`` rows, as the pipeline batches them) timed alone, on the same
+threads, gives the FLOP/s this CPU reaches at the model's shapes; the decode loop's FLOP/s is
 tokens/s x FLOP per token (2 x the linear layers' weights + 4 x layers x hidden x mean context for
 attention). Prints tokens/s of each path, the speed-up, and the fraction of the roofline.
 
@@ -66,12 +69,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="the base model (default: the embedded config seed's)")
     ap.add_argument("--problems-file", default="results/data/suite_test.jsonl.gz", help="prompts, if present")
-    ap.add_argument("--problems", type=int, default=16, help="problems through maxk's decode loop")
+    from maxk.config import load_config
+
+    gen = load_config()["generate"]  # the embedded default's shapes
+    ap.add_argument("--problems", type=int, default=32, help="problems through maxk's decode loop")
     ap.add_argument("--baseline-problems", type=int, default=4, help="problems through model.generate")
-    ap.add_argument("--n", type=int, default=256)
-    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--n", type=int, default=gen["n"], help="samples per problem (default: generate.n)")
+    ap.add_argument("--max-new-tokens", type=int, default=gen["max_new_tokens"])
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--max-batch-size", type=int, help="rows per call of the decode loop (default: --n)")
+    ap.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=gen["transformers"]["max_batch_size"],
+        help="rows per call of the decode loop (default: generate.transformers.max_batch_size)",
+    )
     ap.add_argument(
         "--hidden-size", type=int, default=128, help="random model (default: embedded base sizes)"
     )
@@ -80,7 +91,6 @@ def main() -> None:
     args = ap.parse_args()
     if args.model is None:  # the embedded default's base, where the workflow puts its seed's
         from maxk import paths as P
-        from maxk.config import load_config
 
         args.model = P.model_dir(load_config()["seed"], P.BASE)
 
@@ -102,7 +112,7 @@ def main() -> None:
         print(f"model: random Qwen2 hidden={args.hidden_size} layers={args.layers} ({args.model} not found)")
     else:
         print(f"model: {model}")
-    fast = TransformersBackend(model, threads=args.threads, max_batch_size=args.max_batch_size or args.n)
+    fast = TransformersBackend(model, threads=args.threads, max_batch_size=args.max_batch_size)
     slow = TransformersBackend(model, threads=args.threads, max_batch_size=args.n, decoder="generate")
     if fast.decoder is None:
         raise SystemExit(f"{model} is not a Qwen2-family model: maxk's decode loop does not apply")
@@ -133,7 +143,10 @@ def main() -> None:
 
     f_s, f_samples, f_tokens = run(fast, prompts[: args.problems], params)
     s_s, s_samples, s_tokens = run(slow, prompts[: args.baseline_problems], params)
-    roof = matmul_roofline(fast.model, args.n)
+    # the rows of one decode step as the pipeline runs it: whole prompts' samples up to max_batch_size
+    per_call = max(1, fast.max_batch_size // args.n) * args.n
+    step_rows = min(per_call, args.problems * args.n)
+    roof = matmul_roofline(fast.model, step_rows)
     prompt_len = sum(len(fast.encode(p)) for p in prompts[: args.problems]) / args.problems
     mean_new = f_tokens / f_samples
     context = prompt_len + mean_new / 2
@@ -147,7 +160,7 @@ def main() -> None:
     )
     print(f"speed-up (tokens/s): {(f_tokens / f_s) / (s_tokens / s_s):.1f}x")
     print(
-        f"roofline: matrix products of one step at {args.n} rows: {roof / 1e9:.1f} GFLOP/s on "
+        f"roofline: matrix products of one step at {step_rows} rows: {roof / 1e9:.1f} GFLOP/s on "
         f"{args.threads} thread(s); {flop / 1e6:.2f} MFLOP per token (mean context {context:.0f})"
     )
     print(f"decode loop: {achieved / 1e9:.1f} GFLOP/s = {achieved / roof:.0%} of the roofline")

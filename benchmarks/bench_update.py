@@ -1,17 +1,25 @@
 """The policy update (forward + backward of the GRPO loss on one micro-batch) with each group's prompt
 computed once (``maxk.train.shared_prompt``, MaxKGRPOTrainer's 6th override) against TRL's unshared
-computation, in the same process; prints both times and the ratio (unshared / shared).
+computation, in the same process; prints each mode's time and its ratio (unshared / mode), and the
+update's share of its roofline.
 
     python benchmarks/bench_update.py [--model results/seed{seed}/models/base]
-       [--data results/data/suite_rl.jsonl.gz]
-                                      [--method grpo] [--repeats 7] [--threads 1]
+        [--data results/data/suite_rl.jsonl.gz] [--method grpo] [--repeats 7] [--threads 1]
+        [--runs 2 4 8]
 
+Modes: TRL's computation; the shared prompt with pass 2 in 1 length run (as wide as the micro-batch's
+longest completion) and in each of ``--runs`` runs (``maxk.train.shared_prompt.RUNS`` is the default).
 Embedded shape: 8 groups x 8 completions per micro-batch (``train.per_device_train_batch_size``), the
 prompts of 8 suite problems built with ``maxk.data.prompts.build_prompt``, completions of 16 to
 ``train.max_completion_length`` (96) random tokens. The model is the built base model when there is
 one; otherwise a random Qwen2 of the embedded base's sizes (``base_model.model``) with a tokenizer
 trained as ``maxk base`` trains it (on the SFT split's prompts and references). Also times the no-grad
 log-prob pass of the same micro-batch (what the old-policy and reference passes cost per micro-batch).
+
+Roofline: every linear layer's forward product and its two backward products at the micro-batch's
+rows x completion width, timed alone on the same threads; the update's useful FLOP (each prompt once,
+completion tokens without their padding, attention over the mean context) per second is printed as a
+share of it.
 """
 
 from __future__ import annotations
@@ -104,6 +112,38 @@ def update(trainer, batch) -> tuple[float, dict]:
     return seconds, {k: p.grad.detach().clone() for k, p in model.named_parameters() if p.grad is not None}
 
 
+def update_flop(cfg, batch, n: int) -> float:
+    """FLOP of one update's useful work: forward + backward (3 x 2 x the linear layers' weights per
+    token) over each group's prompt once and every completion token (not its padding), plus attention
+    (3 x 4 x layers x hidden x mean context per token)."""
+    h, inter, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    kv = cfg.num_key_value_heads * (h // cfg.num_attention_heads)
+    linear = layers * (2 * h * h + 2 * h * kv + 3 * h * inter) + h * cfg.vocab_size
+    prompt = int(batch["prompt_mask"].sum()) // n
+    completion = int(batch["completion_mask"].sum())
+    context = prompt / (batch["prompt_ids"].shape[0] // n) + completion / batch["completion_ids"].shape[0] / 2
+    tokens = prompt + completion
+    return 3 * tokens * (2 * linear + 4 * layers * h * context)
+
+
+def matmul_roofline(model, rows: int, seconds: float = 2.0) -> float:
+    """FLOP/s of the update's matrix products at ``rows`` rows (each linear layer's forward product and
+    its two backward products: input gradient and weight gradient), best of repeats."""
+    import torch
+
+    weights = [m.weight.detach() for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    xs = [torch.randn(rows, w.shape[1]) for w in weights]
+    gs = [torch.randn(rows, w.shape[0]) for w in weights]
+    flops = sum(3 * 2 * rows * w.shape[0] * w.shape[1] for w in weights)
+    best, end = float("inf"), time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        for x, g, w in zip(xs, gs, weights, strict=True):
+            x @ w.t(), g @ w, g.t() @ x
+        best = min(best, time.perf_counter() - t0)
+    return flops / best
+
+
 def timed(fn, *args) -> float:
     """Seconds one call of ``fn(*args)`` takes."""
     start = time.perf_counter()
@@ -118,6 +158,7 @@ def main() -> None:
     ap.add_argument("--method", default="grpo")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the embedded train job: 1)")
+    ap.add_argument("--runs", type=int, nargs="+", default=[2, 4, 8], help="pass 2's length runs to time")
     a = ap.parse_args()
     if a.model is None:  # the embedded default's base, where the workflow puts its seed's
         from maxk import paths as P
@@ -129,6 +170,7 @@ def main() -> None:
     from datasets import Dataset
     from transformers import AutoTokenizer
 
+    import maxk.train.shared_prompt as sp
     from maxk.config import job_config, load_config
     from maxk.io import read_jsonl
     from maxk.train.grpo import MaxKGRPOConfig, MaxKGRPOTrainer
@@ -166,22 +208,25 @@ def main() -> None:
         batch["ref_per_token_logps"] = logp_pass(trainer, trainer.ref_model, batch)
 
     share = trainer._can_share_prompts
-    modes = {"unshared (TRL)": lambda *args, **kw: False, "shared prompts": share}
+    default_runs = sp.RUNS
+    # mode -> (predicate, pass 2's length runs): TRL's computation, then the shared prompt at 1 run
+    # (one pass 2 as wide as the micro-batch's longest completion) and at each of --runs
+    modes = {"unshared (TRL)": (lambda *args, **kw: False, 1)}
+    modes |= {f"shared, {r} run{'s' * (r > 1)}": (share, r) for r in sorted({1, *a.runs})}
     times = {m: [] for m in modes}
     nograd = {m: [] for m in modes}
     grads = {}
     for rep in range(a.repeats + 1):  # the first round warms up; modes interleaved against drift
-        for mode, predicate in modes.items():
-            trainer._can_share_prompts = predicate
+        for mode, (predicate, runs) in modes.items():
+            trainer._can_share_prompts, sp.RUNS = predicate, runs
             seconds, grads[mode] = update(trainer, batch)
             fwd = timed(logp_pass, trainer, trainer.model, batch)
             if rep:
                 times[mode].append(seconds)
                 nograd[mode].append(fwd)
-    trainer._can_share_prompts = share
-    diff = max(
-        (grads["shared prompts"][k] - g).abs().max().item() for k, g in grads["unshared (TRL)"].items()
-    )
+    trainer._can_share_prompts, sp.RUNS = share, default_runs
+    trl = grads.pop("unshared (TRL)")
+    diff = max((got[k] - g).abs().max().item() for got in grads.values() for k, g in trl.items())
 
     prompt_tokens = int(batch["prompt_mask"].sum()) // n
     print(
@@ -192,10 +237,26 @@ def main() -> None:
     print(f"model: {sum(p.numel() for p in trainer.model.parameters()):,} parameters; method {a.method}; "
           f"threads {a.threads}; median of {a.repeats}")  # fmt: skip
     print(f"max |grad difference| shared vs unshared: {diff:.2e}")
-    base, new = statistics.median(times["unshared (TRL)"]), statistics.median(times["shared prompts"])
-    nb, nn = statistics.median(nograd["unshared (TRL)"]), statistics.median(nograd["shared prompts"])
-    print(f"  update (fwd+bwd)   unshared {base:7.3f}s  shared {new:7.3f}s  ratio {base / new:5.2f}x")
-    print(f"  no-grad log-probs  unshared {nb:7.3f}s  shared {nn:7.3f}s  ratio {nb / nn:5.2f}x")
+    base, nb = statistics.median(times["unshared (TRL)"]), statistics.median(nograd["unshared (TRL)"])
+    print(f"  {'':18s} {'update (fwd+bwd)':>22s} {'no-grad log-probs':>22s}   (ratio: TRL / mode)")
+    for mode in modes:
+        up, ng = statistics.median(times[mode]), statistics.median(nograd[mode])
+        mark = " (default)" if mode.startswith("shared") and modes[mode][1] == default_runs else ""
+        print(f"  {mode:18s} {up:9.3f}s  {base / up:5.2f}x    {ng:9.3f}s  {nb / ng:5.2f}x{mark}")
+    flop = update_flop(trainer.model.config, batch, n)
+    up = statistics.median(
+        times[next(m for m in modes if modes[m][1] == default_runs and m != "unshared (TRL)")]
+    )
+    roof = matmul_roofline(trainer.model, rows * batch["completion_ids"].shape[1])
+    print(
+        f"roofline: the update's matrix products (forward and both backward products of every linear "
+        f"layer at the micro-batch's {rows} x {batch['completion_ids'].shape[1]} rows): {roof / 1e9:.1f} "
+        f"GFLOP/s on {a.threads} thread(s)"
+    )
+    print(
+        f"update (default): {flop / 1e9:.2f} GFLOP of useful work (completion tokens and each prompt once) "
+        f"in {up:.3f}s = {flop / up / 1e9:.1f} GFLOP/s = {flop / up / roof:.0%} of the roofline"
+    )
 
 
 if __name__ == "__main__":

@@ -94,6 +94,43 @@ def test_compaction_keeps_every_sample_whole(model_and_prompts):
         assert lp == pytest.approx(ref, abs=1e-4)
 
 
+def test_a_step_without_one_prompt_s_rows_gives_the_model_s_logits(model_and_prompts):
+    """After compaction a prompt may have no rows left: the grid holds the others' caches only, and
+    each row's next-token logits still equal the model's own forward pass over prompt + token."""
+    from maxk.generate.decode import _Grid, _stack_prefixes
+
+    model, prompts = model_and_prompts
+    decoder = QwenDecoder(model)
+    prefixes = [decoder._prefill(ids)[0] for ids in prompts]
+    lengths = [len(ids) for ids in prompts]
+    prompt_of, tokens = torch.tensor([0, 0, 2]), torch.tensor([5, 7, 9])  # prompt 1 has left
+    grid = _Grid.of(_stack_prefixes(prefixes, lengths), prompt_of)
+    assert grid.prompts == 2
+    cache = [torch.empty(2, decoder.kv_heads, 3, 4, decoder.head_dim) for _ in decoder.layers]
+    positions = torch.tensor([lengths[p] for p in prompt_of.tolist()])
+    logits = decoder.step_logits(tokens, 0, positions, grid, cache)
+    for row, (p, token) in enumerate(zip(prompt_of.tolist(), tokens.tolist(), strict=True)):
+        with torch.no_grad():
+            want = model(torch.tensor([prompts[p] + [token]])).logits[0, -1]
+        torch.testing.assert_close(logits[row], want, atol=1e-4, rtol=1e-4)
+
+
+def test_grid_places_each_row_at_its_prompt_s_slot():
+    from maxk.generate.decode import _Grid, _stack_prefixes
+
+    kv = lambda t, v: (torch.full((2, t, 4), float(v)), torch.full((2, t, 4), float(-v)))  # noqa: E731
+    prefixes = [[kv(3, 1)], [kv(5, 2)], [kv(2, 3)]]  # 3 prompts, one layer, lengths 3, 5, 2
+    stacked = _stack_prefixes(prefixes, [3, 5, 2])
+    keys, values, mask = stacked
+    assert keys[0].shape == (2, 3, 5, 4) and (keys[0][:, 0, 3:] == 0).all() and (values[0][:, 1] == -2).all()
+    assert mask.tolist() == [[0, 0, 0, -float("inf"), -float("inf")], [0] * 5, [0, 0] + [-float("inf")] * 3]
+    grid = _Grid.of(stacked, torch.tensor([0, 2, 2, 2]))  # prompt 1 has left the batch
+    assert (grid.prompts, grid.per_prompt, grid.width) == (2, 3, 5)
+    assert grid.slot.tolist() == [0, 3, 4, 5]
+    assert grid.keys[0][0, :, 0, 0].tolist() == [1.0, 3.0]  # prompts 0 and 2 remain
+    assert grid.mask.shape == (1, 4, 1, 5) and grid.mask[0, 1, 0].tolist() == mask[2].tolist()
+
+
 def test_draw_tokens_follows_the_distribution():
     """Inverse-CDF draws: u below the first token's mass picks it; top-p removes the tail."""
     scores = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))

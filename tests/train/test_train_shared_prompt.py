@@ -231,3 +231,22 @@ def test_offpolicy_hook_fires_once_per_loss_with_sharing(two_layer_dir, tmp_path
     with torch.no_grad():
         want = unshared(trainer, trainer.model, ids, mask, batch["completion_ids"].shape[1])[0]
     torch.testing.assert_close(seen[0], want, atol=ATOL, rtol=1e-5)
+
+
+def test_length_runs_sort_rows_by_their_last_token_and_cut_equal_counts():
+    from maxk.train.shared_prompt import length_runs
+
+    mask = torch.tensor(
+        [
+            [1, 1, 1, 0, 0],  # 3
+            [1, 0, 0, 0, 0],  # 1
+            [1, 1, 1, 1, 1],  # 5
+            [0, 0, 0, 0, 0],  # 0: an empty completion
+            [1, 0, 1, 0, 0],  # 3: a hole counts up to the last unmasked token
+        ]
+    )
+    runs = length_runs(mask, 2)
+    assert [(idx.tolist(), width) for idx, width in runs] == [([3, 1, 0], 3), ([4, 2], 5)]
+    assert [(idx.tolist(), w) for idx, w in length_runs(mask, 1)] == [([3, 1, 0, 4, 2], 5)]
+    assert [w for _, w in length_runs(mask, 9)] == [0, 1, 3, 3, 5]  # at most one run per row
+    assert sorted(torch.cat([idx for idx, _ in length_runs(mask, 3)]).tolist()) == list(range(5))

@@ -9,8 +9,11 @@ weights (q/k/v and gate/up projections fused into one matrix each):
   values are exactly the model's), and its samples attend to that one copy. Queries of all samples
   of a prompt meet the prefix in one matrix product; only the generated tokens have per-sample keys
   and values, in a preallocated cache;
-- **several prompts per batch**: rows are grouped by prompt (contiguous segments), so one step
-  serves every sample of every prompt in the batch;
+- **several prompts per batch, one product per layer**: the prompts' caches are stacked (zero-padded
+  to the longest, the padding masked out of the softmax), and each running row's queries go to its
+  prompt's slot of a ``[prompts, rows per prompt]`` grid, so one batched matrix product per layer
+  serves every sample of every prompt (a prompt's samples depend on its batch-mates only through
+  float rounding of the padded sums);
 - **finished rows leave the batch**: once a quarter of the running rows have drawn a stop token, the
   batch is compacted, so late steps cost only what is still running;
 - **sampling as in ``maxk.generate.hf``**: temperature and top-p, inverse-CDF draws from one seeded
@@ -183,47 +186,40 @@ class QwenDecoder:
 
     @torch.no_grad()
     def step_logits(
-        self,
-        tokens: torch.Tensor,
-        step: int,
-        positions: torch.Tensor,
-        prefixes: list[list[tuple[torch.Tensor, torch.Tensor]]],
-        segments: list[tuple[int, int, int]],
-        cache: list[tuple[torch.Tensor, torch.Tensor]],
+        self, tokens: torch.Tensor, step: int, positions: torch.Tensor, grid: _Grid, cache: list[torch.Tensor]
     ) -> torch.Tensor:
         """Logits ``[rows, vocab]`` after feeding ``tokens`` (the ``step``-th generated token of each row).
 
-        ``positions[row]``: its position in the sequence; ``segments``: ``(prompt, start, end)`` row
-        ranges sharing ``prefixes[prompt]``; ``cache[layer]``: per-row keys/values of the generated
-        tokens ``[rows, kv_heads, max_new_tokens, d]``, written at ``step``.
+        ``positions[row]``: its position in the sequence; ``grid``: the stacked prompt caches and where
+        each row's queries go (``_Grid``); ``cache[layer]``: per-row keys and values of the generated
+        tokens ``[2, kv_heads, rows, max_new_tokens, d]``, written at ``step``.
         """
         rows = tokens.shape[0]
         h, kvh, g, d = self.heads, self.kv_heads, self.group, self.head_dim
+        width, slots = grid.width, grid.prompts * grid.per_prompt
         x = self.embed[tokens]
         cos, sin = self._rope_tables(positions, x.dtype)
         for li, (ln1, qkv_w, qkv_b, o_w, o_b, ln2, gu_w, down_w) in enumerate(self.layers):
             qkv = F.linear(self._rms(x, ln1), qkv_w, qkv_b)
-            q = self._rope(qkv[:, : h * d].view(rows, h, d), cos, sin)
-            k = self._rope(qkv[:, h * d : (h + kvh) * d].view(rows, kvh, d), cos, sin)
-            k_cache, v_cache = cache[li]
-            k_cache[:, :, step] = k
-            v_cache[:, :, step] = qkv[:, (h + kvh) * d :].view(rows, kvh, d)
-            qg = q.view(rows, kvh, g, d)
-            own = torch.matmul(qg, k_cache[:, :, : step + 1].transpose(-1, -2))  # [rows, kvh, g, s+1]
-            out = torch.empty_like(qg)
-            for prompt, start, end in segments:
-                pk, pv = prefixes[prompt][li]  # [kvh, T, d]
-                n = end - start
-                qs = qg[start:end].permute(1, 0, 2, 3).reshape(kvh, n * g, d)
-                shared = torch.matmul(qs, pk.transpose(-1, -2))  # [kvh, n*g, T]
-                shared = shared.view(kvh, n, g, -1).permute(1, 0, 2, 3)
-                scores = torch.cat([shared, own[start:end]], dim=-1) * self.scale
-                probs = scores.softmax(dim=-1)
-                t = pk.shape[1]
-                p_shared = probs[..., :t].permute(1, 0, 2, 3).reshape(kvh, n * g, t)
-                o = torch.matmul(p_shared, pv).view(kvh, n, g, d).permute(1, 0, 2, 3)
-                out[start:end] = o + torch.matmul(probs[..., t:], v_cache[start:end, :, : step + 1])
-            x = x + F.linear(out.reshape(rows, h * d), o_w, o_b)
+            q = self._rope(qkv[:, : h * d].view(rows, h, d), cos, sin) * self.scale
+            q = q.view(rows, kvh, g, d).transpose(0, 1)  # [kvh, rows, g, d], scaled
+            kv = cache[li]
+            kv[0, :, :, step] = self._rope(
+                qkv[:, h * d : (h + kvh) * d].view(rows, kvh, d), cos, sin
+            ).transpose(0, 1)
+            kv[1, :, :, step] = qkv[:, (h + kvh) * d :].view(rows, kvh, d).transpose(0, 1)
+            own_k, own_v = kv[0, :, :, : step + 1], kv[1, :, :, : step + 1]  # [kvh, rows, s+1, d]
+            own = torch.matmul(q, own_k.transpose(-1, -2))  # [kvh, rows, g, s+1]
+            # the prompt part: queries into the [kvh, prompts, per_prompt * g, d] grid, one product
+            qp = q.new_zeros(kvh, slots, g, d).index_copy_(1, grid.slot, q)
+            shared = torch.matmul(qp.view(kvh, grid.prompts, -1, d), grid.keys[li].transpose(-1, -2))
+            shared = shared.view(kvh, slots, g, width).index_select(1, grid.slot) + grid.mask
+            probs = torch.cat([shared, own], dim=-1).softmax(dim=-1)
+            pp = probs.new_zeros(kvh, slots, g, width).index_copy_(1, grid.slot, probs[..., :width])
+            out = torch.matmul(pp.view(kvh, grid.prompts, -1, width), grid.values[li])
+            out = out.view(kvh, slots, g, d).index_select(1, grid.slot)
+            out = out + torch.matmul(probs[..., width:], own_v)  # [kvh, rows, g, d]
+            x = x + F.linear(out.permute(1, 0, 2, 3).reshape(rows, h * d), o_w, o_b)
             gate, up = F.linear(self._rms(x, ln2), gu_w).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, down_w)
         return F.linear(self._rms(x, self.norm), self.lm_head)
@@ -266,10 +262,7 @@ class QwenDecoder:
             first_logits.append(logits)
             lengths.append(len(ids))
         cache = [
-            (
-                torch.empty(total, self.kv_heads, max_new_tokens, self.head_dim, device=device, dtype=dtype),
-                torch.empty(total, self.kv_heads, max_new_tokens, self.head_dim, device=device, dtype=dtype),
-            )
+            torch.empty(2, self.kv_heads, total, max_new_tokens, self.head_dim, device=device, dtype=dtype)
             for _ in self.layers
         ]
         out_tokens = torch.zeros(total, max_new_tokens, dtype=torch.long)
@@ -281,6 +274,8 @@ class QwenDecoder:
         rows = torch.arange(total)  # original row of each running row
         prompt_of = rows // n
         segments = [(p, p * n, (p + 1) * n) for p in range(len(prompts))]
+        stacked = _stack_prefixes(prefixes, lengths)
+        grid = _Grid.of(stacked, prompt_of.to(device))
         positions = torch.tensor(lengths, device=device).repeat_interleave(n)
         logits = torch.stack(first_logits).repeat_interleave(n, dim=0)
         alive = torch.ones(total, dtype=torch.bool)  # per running row: not yet stopped
@@ -312,10 +307,11 @@ class QwenDecoder:
                 rows, prompt_of, alive = rows[idx], prompt_of[idx], alive[idx]
                 idx = idx.to(device)
                 token, positions = token[idx], positions[idx]
-                cache = [(k.index_select(0, idx), v.index_select(0, idx)) for k, v in cache]
+                cache = [kv.index_select(2, idx) for kv in cache]
                 segments = _segments(prompt_of)
+                grid = _Grid.of(stacked, prompt_of.to(device))
             # Rows stopped but not yet compacted away still run; their draws are not recorded.
-            logits = self.step_logits(token, step, positions, prefixes, segments, cache)
+            logits = self.step_logits(token, step, positions, grid, cache)
             positions = positions + 1
         token_ids = [out_tokens[i, : int(out_len[i])].tolist() for i in range(total)]
         return DecodeResult(token_ids, stopped.tolist(), sum_logp.tolist(), sum_ent.tolist())
@@ -329,3 +325,60 @@ def _segments(prompt_of: torch.Tensor) -> list[tuple[int, int, int]]:
         out.append((int(p), start, start + int(c)))
         start += int(c)
     return out
+
+
+def _stack_prefixes(
+    prefixes: list[list[tuple[torch.Tensor, torch.Tensor]]], lengths: list[int]
+) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+    """Per layer the prompts' keys and values stacked ``[kv_heads, prompts, longest, d]`` (zeros past a
+    prompt's end), and the additive mask ``[prompts, longest]`` (0 on a prompt's tokens, -inf past)."""
+    width = max(lengths)
+    keys, values = [], []
+    for li in range(len(prefixes[0])):
+        k0 = prefixes[0][li][0]
+        k = k0.new_zeros(k0.shape[0], len(prefixes), width, k0.shape[2])
+        v = torch.zeros_like(k)
+        for p, kv in enumerate(prefixes):
+            k[:, p, : lengths[p]] = kv[li][0]
+            v[:, p, : lengths[p]] = kv[li][1]
+        keys.append(k)
+        values.append(v)
+    mask = torch.zeros(len(prefixes), width, device=keys[0].device, dtype=torch.float32)
+    for p, length in enumerate(lengths):
+        mask[p, length:] = -float("inf")
+    return keys, values, mask
+
+
+@dataclass
+class _Grid:
+    """Where the running rows' queries meet their prompts' caches: the prompts that still have rows
+    (``keys``/``values`` per layer ``[kv_heads, prompts, width, d]``), ``per_prompt`` slots each (the most
+    rows any of them has), row r at slot ``slot[r]`` of the flattened grid; ``mask`` ``[1, rows, 1, width]``
+    is each row's prompt's padding mask."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    mask: torch.Tensor
+    slot: torch.Tensor
+    prompts: int
+    per_prompt: int
+    width: int
+
+    @classmethod
+    def of(
+        cls, stacked: tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor], prompt_of: torch.Tensor
+    ) -> _Grid:
+        """The grid of rows grouped by prompt (``prompt_of`` ``[rows]``, each prompt's rows contiguous)."""
+        keys, values, mask = stacked
+        present, inverse, counts = torch.unique_consecutive(
+            prompt_of, return_inverse=True, return_counts=True
+        )
+        per_prompt = int(counts.max())
+        starts = torch.cumsum(counts, 0) - counts
+        rank = torch.arange(len(prompt_of), device=prompt_of.device) - starts[inverse]
+        slot = inverse * per_prompt + rank
+        if len(present) < keys[0].shape[1]:
+            keys = [k.index_select(1, present) for k in keys]
+            values = [v.index_select(1, present) for v in values]
+        row_mask = mask.index_select(0, prompt_of).to(keys[0].dtype)[None, :, None, :]
+        return cls(keys, values, row_mask, slot, len(present), per_prompt, keys[0].shape[2])

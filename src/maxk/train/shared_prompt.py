@@ -13,6 +13,12 @@ from two passes:
    row and the position ids the unshared forward uses, through the model's own forward with TRL's
    fused LM head (``fused_lm_head=True``: same temperature, fp32 head, log-prob and entropy kernel).
 
+Pass 2 runs in length runs: the rows sorted by completion length (up to their last unmasked token)
+and cut into ``runs`` runs of equal count, each run as wide as its longest completion, so the padding
+past a row's end is computed only up to its run's longest, not the micro-batch's (causal attention:
+columns past a row's end never reach its tokens). Past a row's end the log-probs and entropies are 0;
+TRL masks those positions out of every loss and metric.
+
 The last prompt column goes into pass 2 so that its hidden state, which predicts the first
 completion token, is computed per row exactly as TRL computes it, whatever the padding. Positions:
 transformers 5.23's Qwen2 (and TRL, which passes none) uses ``arange(length)`` per row, not positions
@@ -26,8 +32,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
-__all__ = ["grouped_rows", "shared_prompt_logps", "tail_labels", "tail_position_ids"]
+__all__ = ["grouped_rows", "length_runs", "shared_prompt_logps", "tail_labels", "tail_position_ids"]
+
+#: Pass 2's length runs per micro-batch (benchmarks/bench_update.py measures 1, 2, 4, 8).
+RUNS = 4
 
 
 def grouped_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int, n: int) -> bool:
@@ -55,13 +65,35 @@ def tail_position_ids(prompt_len: int, completion_len: int, device: torch.device
     return torch.arange(prompt_len - 1, prompt_len + completion_len, device=device).unsqueeze(0)
 
 
+def length_runs(completion_mask: torch.Tensor, runs: int) -> list[tuple[torch.Tensor, int]]:
+    """The rows ``(indices, width)`` of pass 2's runs: rows sorted by length (their last unmasked
+    column + 1; stable, so equal lengths keep their order), cut into ``runs`` runs of equal count (the
+    first ones one row longer where it does not divide), each ``width`` its longest row's length."""
+    cols = torch.arange(1, completion_mask.shape[1] + 1, device=completion_mask.device)
+    lengths = (cols * (completion_mask != 0)).amax(1) if completion_mask.shape[1] else completion_mask.sum(1)
+    order = torch.sort(lengths, stable=True).indices
+    out = []
+    for idx in torch.tensor_split(order, max(1, min(runs, len(order)))):
+        if len(idx):
+            out.append((idx, int(lengths[idx].max())))
+    return out
+
+
 def shared_prompt_logps(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int, n: int
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    n: int,
+    runs: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs ``[rows, logits_to_keep]`` of the completions (the last ``logits_to_keep``
     columns) and the fused head's entropies (None when the head does not compute them), with each
-    run of ``n`` rows' prompt computed once. ``model`` carries TRL's fused LM head; the rows must
-    pass ``grouped_rows``. Runs under the caller's grad mode and autocast."""
+    run of ``n`` rows' prompt computed once and the completions in ``runs`` (default ``RUNS``) length
+    runs (0 past each row's end). ``model`` carries TRL's fused LM head; the rows must pass
+    ``grouped_rows``. Runs under the caller's grad mode and autocast."""
+    from transformers.cache_utils import DynamicCache
+
     prompt_len = input_ids.shape[1] - logits_to_keep
     prefix = model(
         input_ids=input_ids[::n, : prompt_len - 1],
@@ -69,16 +101,33 @@ def shared_prompt_logps(
         use_cache=True,
         logits_to_keep=1,  # the prefix's logits are never used: one position, not the whole prompt
     )
-    cache = prefix.past_key_values
-    cache.batch_repeat_interleave(n)
-    tail_ids = input_ids[:, prompt_len - 1 :]
-    out = model(
-        input_ids=tail_ids,
-        attention_mask=attention_mask,  # (prompt, completion): the cache's columns and the tail's
-        past_key_values=cache,
-        position_ids=tail_position_ids(prompt_len, logits_to_keep, input_ids.device),
-        labels=tail_labels(tail_ids, attention_mask[:, prompt_len - 1 :]),
-        fused_lm_head=True,
-    )
-    entropy = None if out.entropy is None else out.entropy[:, -logits_to_keep:]
-    return out.log_probs[:, -logits_to_keep:], entropy
+    layers = [(layer.keys, layer.values) for layer in prefix.past_key_values.layers]
+    logps, entropies, rows = [], [], []
+    for idx, width in length_runs(attention_mask[:, prompt_len:], RUNS if runs is None else runs):
+        cache = DynamicCache(config=model.config)
+        groups = idx // n  # each row's group: its prompt's cached keys and values
+        for li, (keys, values) in enumerate(layers):
+            cache.update(keys.index_select(0, groups), values.index_select(0, groups), li)
+        tail_ids = input_ids[idx, prompt_len - 1 : prompt_len + width]
+        mask = attention_mask[idx, : prompt_len + width]  # (prompt, completion): the cache's and the tail's
+        out = model(
+            input_ids=tail_ids,
+            attention_mask=mask,
+            past_key_values=cache,
+            position_ids=tail_position_ids(prompt_len, width, input_ids.device),
+            labels=tail_labels(tail_ids, mask[:, prompt_len - 1 :]),
+            fused_lm_head=True,
+        )
+        pad = (0, logits_to_keep - width)
+        logps.append(F.pad(_last(out.log_probs, width), pad))
+        entropies.append(None if out.entropy is None else F.pad(_last(out.entropy, width), pad))
+        rows.append(idx)
+    back = torch.argsort(torch.cat(rows))  # the rows' original order
+    logp = torch.cat(logps).index_select(0, back)
+    entropy = None if entropies[0] is None else torch.cat(entropies).index_select(0, back)
+    return logp, entropy
+
+
+def _last(x: torch.Tensor, width: int) -> torch.Tensor:
+    """The last ``width`` columns of ``x`` (none for 0, where ``x[:, -0:]`` would be all)."""
+    return x[:, x.shape[1] - width :]
