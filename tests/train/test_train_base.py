@@ -109,17 +109,8 @@ def test_sample_scored_uses_the_pipeline_prompt_and_extractor(tiny_model_dir):
     ]
 
 
-def test_build_base_model_end_to_end_tiny(tmp_path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from maxk.train.base import build_base_model
-
-    train = [times_problem(i % 10) | {"id": f"suite/stdio-{i:05d}"} for i in range(32)]
-    test = [times_problem(i) for i in range(1, 4)]
-    write_jsonl(tmp_path / "train.jsonl.gz", train)
-    write_jsonl(tmp_path / "test.jsonl.gz", test)
-    out = tmp_path / "base"
-    config = {
+def _tiny_base_config(out, **sft) -> dict:
+    return {
         "seed": 0,
         "base_model": {
             "build": True,
@@ -134,10 +125,23 @@ def test_build_base_model_end_to_end_tiny(tmp_path):
                 "num_key_value_heads": 1,
                 "max_position_embeddings": 512,
             },
-            "sft": {"epochs": 1, "max_steps": 2, "learning_rate": 1e-3, "batch_size": 8, "max_length": 512},
+            "sft": {"epochs": 1, "max_steps": 2, "learning_rate": 1e-3, "batch_size": 8, "max_length": 512}
+            | sft,
             "eval": {"dataset": "t", "problems": 2, "samples": 4, "max_new_tokens": 8, "log_examples": 1},
         },
     }
+
+
+def _tiny_build(tmp_path, **sft) -> tuple[dict, object, object]:
+    """``(manifest, model dir, SFT curve)`` of a tiny base built in ``tmp_path`` (32 SFT examples)."""
+    from maxk.train.base import build_base_model
+
+    train = [times_problem(i % 10) | {"id": f"suite/stdio-{i:05d}"} for i in range(32)]
+    test = [times_problem(i) for i in range(1, 4)]
+    write_jsonl(tmp_path / "train.jsonl.gz", train)
+    write_jsonl(tmp_path / "test.jsonl.gz", test)
+    out = tmp_path / "base"
+    config = _tiny_base_config(out, **sft)
     curve = tmp_path / "metrics" / "base.csv"
     manifest = build_base_model(
         config,
@@ -147,6 +151,14 @@ def test_build_base_model_end_to_end_tiny(tmp_path):
         metrics=str(curve),
         scorer=FakeScorer(),
     )
+    return manifest, out, curve
+
+
+def test_build_base_model_end_to_end_tiny(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    manifest, out, curve = _tiny_build(tmp_path)
+    train = [times_problem(i % 10) | {"id": f"suite/stdio-{i:05d}"} for i in range(32)]
     on_disk = json.loads((out / "manifest.json").read_text())
     assert on_disk == json.loads(json.dumps(manifest))
     assert {"pass@1", "pass@2", "pass@4", "mean_reward", "samples"} <= set(manifest["eval"])
@@ -167,6 +179,29 @@ def test_build_base_model_end_to_end_tiny(tmp_path):
     assert float(rows[0]["loss"]) > 0
     AutoTokenizer.from_pretrained(out)
     AutoModelForCausalLM.from_pretrained(out)
+
+
+def test_micro_batches_accumulate_the_same_step(tmp_path):
+    """Micro-batches of 2 accumulate the 8-example steps: still 2 optimizer steps, and the first
+    step's loss and gradient norm (the whole batch's token mean) are the unsplit batch's."""
+    import csv
+
+    whole = _tiny_build(tmp_path / "whole")
+    split = _tiny_build(tmp_path / "split", micro_batch_size=2)
+    assert whole[0]["sft_steps"] == split[0]["sft_steps"] == 2
+    first = [next(csv.DictReader(build[2].open())) for build in (whole, split)]
+    for key in ("loss", "grad_norm"):
+        assert float(first[1][key]) == pytest.approx(float(first[0][key]), rel=1e-5), key
+
+
+def test_a_micro_batch_that_does_not_divide_the_batch_is_refused(tmp_path):
+    from maxk.train.base import build_base_model
+
+    config = _tiny_base_config(tmp_path / "base", micro_batch_size=3)
+    with pytest.raises(ValueError, match=r"micro_batch_size=3 must divide base_model\.sft\.batch_size=8"):
+        build_base_model(
+            config, train_data="-", test_data="-", out=str(tmp_path / "base"), scorer=FakeScorer()
+        )
 
 
 def test_torch_numerics_pins_the_threads_and_restores_them():

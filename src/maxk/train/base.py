@@ -212,6 +212,42 @@ def build_base_model(
         return _build(config, bm, numerics, train_data, test_data, out, call_data, metrics, scorer)
 
 
+def sft_arguments(sft: Any, seed: int, output_dir: str, *, cuda: bool) -> dict[str, Any]:
+    """TRL ``SFTConfig`` arguments of the base model's fine-tuning (``base_model.sft``, typed): fp32,
+    no tracker, the curve logged every 10 steps from the first; each step ``batch_size`` examples in
+    micro-batches of ``micro_batch_size`` whose gradients accumulate (``benchmarks/bench_sft.py``)."""
+    micro = sft.micro_batch_size or sft.batch_size
+    if sft.batch_size % micro:
+        raise ValueError(
+            f"base_model.sft.micro_batch_size={micro} must divide base_model.sft.batch_size={sft.batch_size}"
+        )
+    return {
+        "output_dir": output_dir,
+        "num_train_epochs": sft.epochs,
+        "max_steps": sft.max_steps or -1,
+        "learning_rate": sft.learning_rate,
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": sft.warmup_steps,
+        "weight_decay": sft.weight_decay,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": sft.batch_size // micro,
+        "max_length": sft.max_length,
+        "completion_only_loss": True,
+        "packing": False,
+        "seed": seed,
+        "data_seed": seed,
+        "logging_steps": 10,
+        "logging_first_step": True,  # the curve's first point: step 1's loss
+        "save_strategy": "no",
+        "report_to": "none",  # the curve goes to ``metrics`` (write_sft_curve), no tracker
+        "use_cpu": not cuda,
+        "bf16": False,  # TRL's default is bf16, emulated (and 10x slower) on a CPU without native bf16
+        "gradient_checkpointing": False,
+        "dataloader_num_workers": 0,
+        "disable_tqdm": True,
+    }
+
+
 def _build(
     config: dict[str, Any],
     bm: Any,
@@ -237,8 +273,9 @@ def _build(
     from maxk.train.sampling import sample_scored
 
     seed, prompt_cfg = int(config["seed"]), config["prompt"]
-    train = [row for _, row in read_jsonl(train_data) if row.get("reference")]
     sft = bm.sft
+    sft_arguments(sft, seed, "-", cuda=False)  # a micro-batch that does not divide the batch: fail now
+    train = [row for _, row in read_jsonl(train_data) if row.get("reference")]
     if sft.max_examples and sft.max_examples < len(train):
         train = random.Random(seed).sample(train, sft.max_examples)
     timings: dict[str, float] = {}
@@ -260,30 +297,7 @@ def _build(
     final = Path(out)
     work = final.with_name(f".tmp-{final.name}")
     shutil.rmtree(work, ignore_errors=True)
-    args = SFTConfig(
-        output_dir=str(work / "sft"),
-        num_train_epochs=sft.epochs,
-        max_steps=sft.max_steps or -1,
-        learning_rate=sft.learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=sft.warmup_steps,
-        weight_decay=sft.weight_decay,
-        per_device_train_batch_size=sft.batch_size,
-        max_length=sft.max_length,
-        completion_only_loss=True,
-        packing=False,
-        seed=seed,
-        data_seed=seed,
-        logging_steps=10,
-        logging_first_step=True,  # the curve's first point: step 1's loss
-        save_strategy="no",
-        report_to="none",  # the curve goes to ``metrics`` (write_sft_curve), no tracker
-        use_cpu=not torch.cuda.is_available(),
-        bf16=False,
-        gradient_checkpointing=False,
-        dataloader_num_workers=0,
-        disable_tqdm=True,
-    )
+    args = SFTConfig(**sft_arguments(sft, seed, str(work / "sft"), cuda=torch.cuda.is_available()))
     trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok)
     result = trainer.train()
     timings["sft_s"] = time.perf_counter() - t0

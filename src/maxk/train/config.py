@@ -114,6 +114,7 @@ class SFTSettings:
     warmup_steps: int
     weight_decay: float
     batch_size: int | None
+    micro_batch_size: int | None
     max_length: int | None
     max_examples: int | None
 

@@ -1,0 +1,149 @@
+"""The base model's SFT step (``maxk base``, TRL's SFTTrainer) at several micro-batch sizes of one
+optimizer batch, against the roofline of its own matrix products, in the same process.
+
+    python benchmarks/bench_sft.py [--data results/data/suite_sft.jsonl.gz] [--steps 12]
+        [--micro 16 8 4 2] [--threads 1]
+
+Each mode trains the same fresh model (the embedded base's tokenizer and sizes, ``base_model``) for
+``--steps`` optimizer steps of ``base_model.sft.batch_size`` examples from the same seed, the batch
+split into micro-batches of ``--micro`` examples (``gradient_accumulation_steps`` = batch / micro; each
+micro-batch padded to its own longest example). The gradient is the same sum over the batch's
+completion tokens in every mode (transformers normalises by the tokens of the whole optimizer batch), so
+the modes differ only in float rounding: the bench prints the largest parameter difference after the
+last step against the first mode. Per mode: the median step time (the first step left out), the
+useful FLOP (forward + backward of every linear layer and attention over each example's own tokens, no
+padding) per second, and its share of the roofline: every linear layer's forward and two backward
+products at the first mode's micro-batch rows, timed alone on the same threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def linear_flop_per_token(cfg) -> int:
+    """2 x the weights of every linear layer (lm_head included): one token's forward matrix products."""
+    h, inter, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    kv = cfg.num_key_value_heads * (h // cfg.num_attention_heads)
+    return 2 * (layers * (2 * h * h + 2 * h * kv + 3 * h * inter) + h * cfg.vocab_size)
+
+
+def roofline(model, rows: int, seconds: float = 2.0) -> float:
+    """FLOP/s of every linear layer's forward product and its two backward products at ``rows`` rows."""
+    import torch
+
+    weights = [m.weight.detach() for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    xs = [torch.randn(rows, w.shape[1]) for w in weights]
+    gs = [torch.randn(rows, w.shape[0]) for w in weights]
+    flops = sum(3 * 2 * rows * w.shape[0] * w.shape[1] for w in weights)
+    best, end = float("inf"), time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        for x, g, w in zip(xs, gs, weights, strict=True):
+            x @ w.t(), g @ w, g.t() @ x
+        best = min(best, time.perf_counter() - t0)
+    return flops / best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(ROOT / "results/data/suite_sft.jsonl.gz"), help="the SFT split")
+    ap.add_argument("--steps", type=int, default=12, help="optimizer steps per mode")
+    ap.add_argument("--micro", type=int, nargs="+", default=[16, 8, 4, 2], help="micro-batch sizes")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (the embedded base job: 2)")
+    a = ap.parse_args()
+    if not Path(a.data).exists():
+        raise SystemExit(f"{a.data} not found: build it with `snakemake --cores all {Path(a.data).name}`")
+
+    import torch
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    from maxk.config import job_config, load_config
+    from maxk.data.prompts import build_prompt
+    from maxk.io import read_jsonl
+    from maxk.tiny import init_model, train_tokenizer
+    from maxk.train.base import _tokenizer_texts, sft_arguments, sft_completion
+    from maxk.train.config import SFTSettings
+
+    torch.set_num_threads(a.threads)
+    cfg = load_config(ROOT / "config/config.yaml")
+    bm = job_config({"seed": cfg["seed"], "base_model": dict(cfg["base_model"])}, ("base_model",))[
+        "base_model"
+    ]
+    sft, seed = bm["sft"], cfg["seed"]
+    settings = SFTSettings.from_config(sft)
+    batch = sft["batch_size"]
+    if any(batch % m for m in a.micro):
+        raise SystemExit(f"every --micro must divide base_model.sft.batch_size ({batch}), got {a.micro}")
+    train = [row for _, row in read_jsonl(a.data) if row.get("reference")][: batch * a.steps]
+    tok = train_tokenizer(_tokenizer_texts(train, cfg["prompt"]), **bm["tokenizer"])
+    prompts = [build_prompt(p, tok, config=cfg["prompt"]) for p in train]
+    completions = [sft_completion(p["reference"]) for p in train]
+    data = Dataset.from_dict({"prompt": prompts, "completion": completions})
+    tokens = sum(len(tok(p + c)["input_ids"]) for p, c in zip(prompts, completions, strict=True)) / len(train)
+
+    class StepTimes(TrainerCallback):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+            self.start = 0.0
+
+        def on_step_begin(self, args, state, control, **kw):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            self.times.append(time.perf_counter() - self.start)
+
+    results, first = {}, None
+    tmp = tempfile.mkdtemp(prefix="bench-sft-")
+    for micro in a.micro:
+        model = init_model(tok, seed=seed, **bm["model"])
+        sft_cfg = dataclasses.replace(settings, max_steps=a.steps, micro_batch_size=micro)
+        args = SFTConfig(
+            **sft_arguments(sft_cfg, seed, f"{tmp}/{micro}", cuda=False) | {"logging_steps": a.steps}
+        )
+        timer = StepTimes()
+        trainer = SFTTrainer(
+            model=model, args=args, train_dataset=data, processing_class=tok, callbacks=[timer]
+        )
+        trainer.train()
+        params = {k: p.detach().clone() for k, p in trainer.model.named_parameters()}
+        if first is None:
+            first = params
+        diff = max((params[k] - v).abs().max().item() for k, v in first.items())
+        results[micro] = (statistics.median(timer.times[1:]), diff)
+
+    model = init_model(tok, seed=seed, **bm["model"])
+    flop = batch * tokens * 3 * (linear_flop_per_token(model.config) + 4 * bm["model"]["num_hidden_layers"]
+                                 * bm["model"]["hidden_size"] * tokens / 2)  # fmt: skip
+    roof = roofline(model, int(a.micro[0] * tokens))
+    print(
+        f"SFT batch {batch} examples, mean {tokens:.0f} tokens; threads {a.threads}; {a.steps} steps per mode"
+    )
+    print(f"roofline: linear layers' forward + backward products at {int(a.micro[0] * tokens)} rows: "
+          f"{roof / 1e9:.1f} GFLOP/s")  # fmt: skip
+    base = results[a.micro[0]][0]
+    for micro, (step, diff) in results.items():
+        print(
+            f"  micro-batch {micro:3d} x {batch // micro:2d}: {step:6.3f} s/step  {base / step:5.2f}x  "
+            f"{flop / step / 1e9:6.1f} GFLOP/s = {flop / step / roof:4.0%} of the roofline  "
+            f"max |param diff| {diff:.1e}"
+        )
+
+
+if __name__ == "__main__":
+    main()
