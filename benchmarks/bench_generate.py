@@ -25,6 +25,7 @@ ratios measured in one run, not absolutes across runs.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -164,6 +165,9 @@ def main() -> None:
         f"{args.threads} thread(s); {flop / 1e6:.2f} MFLOP per token (mean context {context:.0f})"
     )
     print(f"decode loop: {achieved / 1e9:.1f} GFLOP/s = {achieved / roof:.0%} of the roofline")
+    shape = f"{args.n} samples x {step_rows // args.n} problems per step, {args.threads} thread(s)"
+    print("ROOFLINE " + json.dumps({"path": "sampling (decode loop)", "shape": shape, "achieved": achieved,
+                                    "roofline": roof}))  # fmt: skip
     if tmp is not None:
         tmp.cleanup()
 

@@ -2,9 +2,10 @@
 optimizer batch, against the roofline of its own matrix products, in the same process.
 
     python benchmarks/bench_sft.py [--data results/data/suite_sft.jsonl.gz] [--steps 12]
-        [--micro 16 8 4 2] [--threads 1]
+        [--micro 16 8 4] [--threads T]
 
-Each mode trains the same fresh model (the embedded base's tokenizer and sizes, ``base_model``) for
+Each mode trains the same fresh model (the embedded base's tokenizer, trained on the whole split, and
+sizes, ``base_model``; the base job's numerics, ``maxk.train.base.torch_numerics``) for
 ``--steps`` optimizer steps of ``base_model.sft.batch_size`` examples from the same seed, the batch
 split into micro-batches of ``--micro`` examples (``gradient_accumulation_steps`` = batch / micro; each
 micro-batch padded to its own longest example). The gradient is the same sum over the batch's
@@ -13,13 +14,15 @@ the modes differ only in float rounding: the bench prints the largest parameter 
 last step against the first mode. Per mode: the median step time (the first step left out), the
 useful FLOP (forward + backward of every linear layer and attention over each example's own tokens, no
 padding) per second, and its share of the roofline: every linear layer's forward and two backward
-products at the first mode's micro-batch rows, timed alone on the same threads.
+products at the rows of one micro-batch of the config's (``base_model.sft.micro_batch_size``), timed
+alone on the same threads.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import statistics
 import sys
@@ -62,13 +65,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(ROOT / "results/data/suite_sft.jsonl.gz"), help="the SFT split")
     ap.add_argument("--steps", type=int, default=12, help="optimizer steps per mode")
-    ap.add_argument("--micro", type=int, nargs="+", default=[16, 8, 4, 2], help="micro-batch sizes")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (the embedded base job: 2)")
+    ap.add_argument(
+        "--micro", type=int, nargs="+", default=[16, 8, 4], help="micro-batch sizes (the first: the baseline)"
+    )
+    ap.add_argument("--threads", type=int, help="torch threads (default: resources.base_model.threads)")
     a = ap.parse_args()
+    if a.threads is None:
+        from maxk.config import load_config
+
+        a.threads = load_config(ROOT / "config/config.yaml")["resources"]["base_model"]["threads"]
     if not Path(a.data).exists():
         raise SystemExit(f"{a.data} not found: build it with `snakemake --cores all {Path(a.data).name}`")
 
-    import torch
+    from maxk.train.base import torch_numerics
+
+    with torch_numerics(a.threads):  # the base job's threads and deterministic algorithms
+        run(a)
+
+
+def run(a: argparse.Namespace) -> None:
+    """Train each mode and print its step time and roofline share (see the module docstring)."""
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
@@ -80,7 +96,6 @@ def main() -> None:
     from maxk.train.base import _tokenizer_texts, sft_arguments, sft_completion
     from maxk.train.config import SFTSettings
 
-    torch.set_num_threads(a.threads)
     cfg = load_config(ROOT / "config/config.yaml")
     bm = job_config({"seed": cfg["seed"], "base_model": dict(cfg["base_model"])}, ("base_model",))[
         "base_model"
@@ -90,8 +105,11 @@ def main() -> None:
     batch = sft["batch_size"]
     if any(batch % m for m in a.micro):
         raise SystemExit(f"every --micro must divide base_model.sft.batch_size ({batch}), got {a.micro}")
-    train = [row for _, row in read_jsonl(a.data) if row.get("reference")][: batch * a.steps]
-    tok = train_tokenizer(_tokenizer_texts(train, cfg["prompt"]), **bm["tokenizer"])
+    every = [row for _, row in read_jsonl(a.data) if row.get("reference")]
+    tok = train_tokenizer(
+        _tokenizer_texts(every, cfg["prompt"]), **bm["tokenizer"]
+    )  # as `maxk base` trains it
+    train = every[: batch * a.steps]
     prompts = [build_prompt(p, tok, config=cfg["prompt"]) for p in train]
     completions = [sft_completion(p["reference"]) for p in train]
     data = Dataset.from_dict({"prompt": prompts, "completion": completions})
@@ -130,19 +148,27 @@ def main() -> None:
     model = init_model(tok, seed=seed, **bm["model"])
     flop = batch * tokens * 3 * (linear_flop_per_token(model.config) + 4 * bm["model"]["num_hidden_layers"]
                                  * bm["model"]["hidden_size"] * tokens / 2)  # fmt: skip
-    roof = roofline(model, int(a.micro[0] * tokens))
+    configured = settings.micro_batch_size or batch
+    rows = int(configured * tokens)  # one micro-batch of the config's, at the mean length
+    roof = roofline(model, rows)
     print(
         f"SFT batch {batch} examples, mean {tokens:.0f} tokens; threads {a.threads}; {a.steps} steps per mode"
     )
-    print(f"roofline: linear layers' forward + backward products at {int(a.micro[0] * tokens)} rows: "
-          f"{roof / 1e9:.1f} GFLOP/s")  # fmt: skip
+    print(f"roofline: linear layers' forward + backward products at {rows} rows (a micro-batch of "
+          f"{configured}, base_model.sft.micro_batch_size): {roof / 1e9:.1f} GFLOP/s")  # fmt: skip
     base = results[a.micro[0]][0]
     for micro, (step, diff) in results.items():
+        mark = " (config)" if micro == configured else ""
         print(
             f"  micro-batch {micro:3d} x {batch // micro:2d}: {step:6.3f} s/step  {base / step:5.2f}x  "
             f"{flop / step / 1e9:6.1f} GFLOP/s = {flop / step / roof:4.0%} of the roofline  "
-            f"max |param diff| {diff:.1e}"
+            f"max |param diff| {diff:.1e}{mark}"
         )
+    if configured in results:
+        shape = f"{batch} examples in micro-batches of {configured}, {a.threads} thread(s)"
+        achieved = flop / results[configured][0]
+        line = {"path": "base model SFT step", "shape": shape, "achieved": achieved, "roofline": roof}
+        print("ROOFLINE " + json.dumps(line))
 
 
 if __name__ == "__main__":

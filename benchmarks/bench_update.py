@@ -112,6 +112,13 @@ def update(trainer, batch) -> tuple[float, dict]:
     return seconds, {k: p.grad.detach().clone() for k, p in model.named_parameters() if p.grad is not None}
 
 
+def roofline_line(path: str, shape: str, achieved: float, roof: float) -> None:
+    """The line ``benchmarks/roofline.py`` reads: one hot path's FLOP/s and its roofline's."""
+    import json
+
+    print("ROOFLINE " + json.dumps({"path": path, "shape": shape, "achieved": achieved, "roofline": roof}))
+
+
 def update_flop(cfg, batch, n: int) -> float:
     """FLOP of one update's useful work: forward + backward (3 x 2 x the linear layers' weights per
     token) over each group's prompt once and every completion token (not its padding), plus attention
@@ -247,16 +254,24 @@ def main() -> None:
     up = statistics.median(
         times[next(m for m in modes if modes[m][1] == default_runs and m != "unshared (TRL)")]
     )
-    roof = matmul_roofline(trainer.model, rows * batch["completion_ids"].shape[1])
+    width = batch["completion_ids"].shape[1]
+    call_rows = -(-rows // default_runs) * width  # one length run of pass 2 at the full width
+    roof = matmul_roofline(trainer.model, call_rows)
     print(
         f"roofline: the update's matrix products (forward and both backward products of every linear "
-        f"layer at the micro-batch's {rows} x {batch['completion_ids'].shape[1]} rows): {roof / 1e9:.1f} "
-        f"GFLOP/s on {a.threads} thread(s)"
+        f"layer at one length run's {-(-rows // default_runs)} x {width} rows): {roof / 1e9:.1f} GFLOP/s "
+        f"on {a.threads} thread(s)"
     )
     print(
         f"update (default): {flop / 1e9:.2f} GFLOP of useful work (completion tokens and each prompt once) "
         f"in {up:.3f}s = {flop / up / 1e9:.1f} GFLOP/s = {flop / up / roof:.0%} of the roofline"
     )
+    shape = (
+        f"{rows // n} groups x {n} completions, 1 thread"
+        if a.threads == 1
+        else f"{rows} rows, {a.threads} threads"
+    )
+    roofline_line("policy update (forward + backward)", shape, flop / up, roof)
 
 
 if __name__ == "__main__":

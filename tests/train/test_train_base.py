@@ -211,12 +211,14 @@ def test_torch_numerics_pins_the_threads_and_restores_them():
 
     from maxk.train.base import torch_numerics
 
-    before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    fill = lambda: torch.utils.deterministic.fill_uninitialized_memory  # noqa: E731
+    before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(), fill()
     with torch_numerics(3) as numerics:
         assert torch.get_num_threads() == 3 and numerics["threads"] == 3
         assert torch.are_deterministic_algorithms_enabled()
+        assert not fill()  # NaN-filling every new tensor doubled the SFT's time
         assert numerics["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
-    assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == before
+    assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(), fill()) == before
 
 
 def test_sft_curve_has_one_row_per_logged_step(tmp_path):

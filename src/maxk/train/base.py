@@ -100,7 +100,10 @@ def torch_numerics(threads: int) -> Iterator[dict[str, Any]]:
     - not deterministic algorithms: CPU kernels are deterministic at a fixed thread count already (the
       same bytes with ``torch.use_deterministic_algorithms`` on and off, at 1 and at 2 threads); the
       switch is on so that a kernel without a deterministic version (CUDA's, where a GPU builds the
-      base) says so in the log.
+      base) says so in the log. Its companion ``torch.utils.deterministic.fill_uninitialized_memory``
+      is off: it fills every new tensor with NaN (a guard against reading memory never written, which
+      no result here does), and TRL's chunked log-prob head allocates large buffers at every step, so
+      it doubled the SFT's time (``benchmarks/bench_sft.py``: 0.79 against 0.36 s per step).
     """
     import torch
 
@@ -108,9 +111,11 @@ def torch_numerics(threads: int) -> Iterator[dict[str, Any]]:
         torch.get_num_threads(),
         torch.are_deterministic_algorithms_enabled(),
         torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.utils.deterministic.fill_uninitialized_memory,
     )
     torch.set_num_threads(int(threads))
     torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = False
     try:
         yield {
             "threads": torch.get_num_threads(),
@@ -120,6 +125,7 @@ def torch_numerics(threads: int) -> Iterator[dict[str, Any]]:
     finally:
         torch.set_num_threads(before[0])
         torch.use_deterministic_algorithms(before[1], warn_only=before[2])
+        torch.utils.deterministic.fill_uninitialized_memory = before[3]
 
 
 #: the first columns of the SFT curve; every other key TRL logs follows, sorted
