@@ -25,10 +25,11 @@ ratios measured in one run, not absolutes across runs.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
+
+from roofline import roofline_line
 
 
 def matmul_roofline(model, rows: int, seconds: float = 2.0) -> float:
@@ -166,8 +167,7 @@ def main() -> None:
     )
     print(f"decode loop: {achieved / 1e9:.1f} GFLOP/s = {achieved / roof:.0%} of the roofline")
     shape = f"{args.n} samples x {step_rows // args.n} problems per step, {args.threads} thread(s)"
-    print("ROOFLINE " + json.dumps({"path": "sampling (decode loop)", "shape": shape, "achieved": achieved,
-                                    "roofline": roof}))  # fmt: skip
+    roofline_line("sampling (decode loop)", shape, achieved, roof)
     if tmp is not None:
         tmp.cleanup()
 

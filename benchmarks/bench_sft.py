@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
 import sys
@@ -32,33 +31,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from roofline import linear_flop_per_token, roofline_line, training_roofline  # noqa: E402
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def linear_flop_per_token(cfg) -> int:
-    """2 x the weights of every linear layer (lm_head included): one token's forward matrix products."""
-    h, inter, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
-    kv = cfg.num_key_value_heads * (h // cfg.num_attention_heads)
-    return 2 * (layers * (2 * h * h + 2 * h * kv + 3 * h * inter) + h * cfg.vocab_size)
-
-
-def roofline(model, rows: int, seconds: float = 2.0) -> float:
-    """FLOP/s of every linear layer's forward product and its two backward products at ``rows`` rows."""
-    import torch
-
-    weights = [m.weight.detach() for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    xs = [torch.randn(rows, w.shape[1]) for w in weights]
-    gs = [torch.randn(rows, w.shape[0]) for w in weights]
-    flops = sum(3 * 2 * rows * w.shape[0] * w.shape[1] for w in weights)
-    best, end = float("inf"), time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        t0 = time.perf_counter()
-        for x, g, w in zip(xs, gs, weights, strict=True):
-            x @ w.t(), g @ w, g.t() @ x
-        best = min(best, time.perf_counter() - t0)
-    return flops / best
 
 
 def main() -> None:
@@ -150,7 +128,7 @@ def run(a: argparse.Namespace) -> None:
                                  * bm["model"]["hidden_size"] * tokens / 2)  # fmt: skip
     configured = settings.micro_batch_size or batch
     rows = int(configured * tokens)  # one micro-batch of the config's, at the mean length
-    roof = roofline(model, rows)
+    roof = training_roofline(model, rows)
     print(
         f"SFT batch {batch} examples, mean {tokens:.0f} tokens; threads {a.threads}; {a.steps} steps per mode"
     )
@@ -166,9 +144,7 @@ def run(a: argparse.Namespace) -> None:
         )
     if configured in results:
         shape = f"{batch} examples in micro-batches of {configured}, {a.threads} thread(s)"
-        achieved = flop / results[configured][0]
-        line = {"path": "base model SFT step", "shape": shape, "achieved": achieved, "roofline": roof}
-        print("ROOFLINE " + json.dumps(line))
+        roofline_line("base model SFT step", shape, flop / results[configured][0], roof)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from roofline import linear_flop_per_token, roofline_line, training_roofline  # noqa: E402
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -112,43 +115,16 @@ def update(trainer, batch) -> tuple[float, dict]:
     return seconds, {k: p.grad.detach().clone() for k, p in model.named_parameters() if p.grad is not None}
 
 
-def roofline_line(path: str, shape: str, achieved: float, roof: float) -> None:
-    """The line ``benchmarks/roofline.py`` reads: one hot path's FLOP/s and its roofline's."""
-    import json
-
-    print("ROOFLINE " + json.dumps({"path": path, "shape": shape, "achieved": achieved, "roofline": roof}))
-
-
 def update_flop(cfg, batch, n: int) -> float:
     """FLOP of one update's useful work: forward + backward (3 x 2 x the linear layers' weights per
     token) over each group's prompt once and every completion token (not its padding), plus attention
     (3 x 4 x layers x hidden x mean context per token)."""
-    h, inter, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
-    kv = cfg.num_key_value_heads * (h // cfg.num_attention_heads)
-    linear = layers * (2 * h * h + 2 * h * kv + 3 * h * inter) + h * cfg.vocab_size
+    h, layers = cfg.hidden_size, cfg.num_hidden_layers
     prompt = int(batch["prompt_mask"].sum()) // n
     completion = int(batch["completion_mask"].sum())
     context = prompt / (batch["prompt_ids"].shape[0] // n) + completion / batch["completion_ids"].shape[0] / 2
     tokens = prompt + completion
-    return 3 * tokens * (2 * linear + 4 * layers * h * context)
-
-
-def matmul_roofline(model, rows: int, seconds: float = 2.0) -> float:
-    """FLOP/s of the update's matrix products at ``rows`` rows (each linear layer's forward product and
-    its two backward products: input gradient and weight gradient), best of repeats."""
-    import torch
-
-    weights = [m.weight.detach() for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    xs = [torch.randn(rows, w.shape[1]) for w in weights]
-    gs = [torch.randn(rows, w.shape[0]) for w in weights]
-    flops = sum(3 * 2 * rows * w.shape[0] * w.shape[1] for w in weights)
-    best, end = float("inf"), time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        t0 = time.perf_counter()
-        for x, g, w in zip(xs, gs, weights, strict=True):
-            x @ w.t(), g @ w, g.t() @ x
-        best = min(best, time.perf_counter() - t0)
-    return flops / best
+    return 3 * tokens * (linear_flop_per_token(cfg) + 4 * layers * h * context)
 
 
 def timed(fn, *args) -> float:
@@ -256,7 +232,7 @@ def main() -> None:
     )
     width = batch["completion_ids"].shape[1]
     call_rows = -(-rows // default_runs) * width  # one length run of pass 2 at the full width
-    roof = matmul_roofline(trainer.model, call_rows)
+    roof = training_roofline(trainer.model, call_rows)
     print(
         f"roofline: the update's matrix products (forward and both backward products of every linear "
         f"layer at one length run's {-(-rows // default_runs)} x {width} rows): {roof / 1e9:.1f} GFLOP/s "

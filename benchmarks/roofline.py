@@ -20,10 +20,42 @@ import platform
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- roofline:begin -->", "<!-- roofline:end -->"
+
+
+def linear_flop_per_token(cfg) -> int:
+    """2 x the weights of every linear layer of a Qwen2 ``cfg`` (lm_head included): one token's forward
+    matrix products."""
+    h, inter, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    kv = cfg.num_key_value_heads * (h // cfg.num_attention_heads)
+    return 2 * (layers * (2 * h * h + 2 * h * kv + 3 * h * inter) + h * cfg.vocab_size)
+
+
+def training_roofline(model, rows: int, seconds: float = 2.0) -> float:
+    """FLOP/s of every linear layer's forward product and its two backward products (input gradient,
+    weight gradient) at ``rows`` rows, timed alone, best of repeats: a training step's roofline."""
+    import torch
+
+    weights = [m.weight.detach() for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    xs = [torch.randn(rows, w.shape[1]) for w in weights]
+    gs = [torch.randn(rows, w.shape[0]) for w in weights]
+    flops = sum(3 * 2 * rows * w.shape[0] * w.shape[1] for w in weights)
+    best, end = float("inf"), time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        for x, g, w in zip(xs, gs, weights, strict=True):
+            x @ w.t(), g @ w, g.t() @ x
+        best = min(best, time.perf_counter() - t0)
+    return flops / best
+
+
+def roofline_line(path: str, shape: str, achieved: float, roof: float) -> None:
+    """Print the line ``measure`` reads: one hot path's useful FLOP/s and its roofline's."""
+    print("ROOFLINE " + json.dumps({"path": path, "shape": shape, "achieved": achieved, "roofline": roof}))
 
 
 def measure(command: list[str]) -> dict:
