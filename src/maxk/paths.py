@@ -37,6 +37,9 @@ RESULTS = "results"
 LOGS = f"{RESULTS}/logs"
 BENCH = f"{RESULTS}/benchmarks"
 BASE = "base"
+#: The base model sampled at another temperature (the yardstick, ``analysis.claims.yardstick_temperatures``)
+#: is the model ``base_T{t}``: the base's weights, its own samples.
+TEMPERED = "base_T"
 #: The file inside every trained model directory listing the problems it was trained on.
 TRAINED_ON = "trained_on.json"
 
@@ -167,6 +170,12 @@ def claims(seed: Seed, ext: str) -> str:
     return f"{seed_dir(seed)}/claims/claims.{ext}"
 
 
+def yardstick(seed: Seed) -> str:
+    """Each run against the base at its best temperature, at the run's own objective (one claim per
+    run, its own Holm family: ``maxk.analysis.claims.yardstick_claims``), columns as ``claims.csv``."""
+    return f"{seed_dir(seed)}/claims/yardstick.csv"
+
+
 def learning(seed: Seed) -> str:
     """What each run of one seed learned: its own objective on the test set, the held-out pool and its
     own training prompts, and the off-policy regime (``maxk.analysis.learning``)."""
@@ -182,6 +191,11 @@ def claim_differences(seed: Seed) -> str:
 def across_seeds(ext: str) -> str:
     """Every claim across the seeds of ``replicates`` (``ext`` ``csv`` or ``md``)."""
     return f"{RESULTS}/claims/across_seeds.{ext}"
+
+
+def across_seeds_yardstick() -> str:
+    """The yardstick claims (``yardstick``) across the seeds of ``replicates``; Markdown: ``across_seeds.md``."""
+    return f"{RESULTS}/claims/across_seeds_yardstick.csv"
 
 
 #: the across-seed figures: each method's curves with across-seed bands; the claims' intervals
@@ -216,10 +230,31 @@ def pair_of(path: str) -> tuple[str, str]:
     return os.path.basename(head), name.removesuffix(".parquet")
 
 
+def tempered(temperature: float) -> str:
+    """The model name of the base sampled at ``temperature`` (``base_T0.85``)."""
+    return f"{TEMPERED}{float(temperature):g}"
+
+
+def temperature_of(model: str) -> float | None:
+    """The temperature of a ``tempered`` model name (None for any other model)."""
+    if not model.startswith(TEMPERED):
+        return None
+    try:
+        return float(model[len(TEMPERED) :])
+    except ValueError:
+        return None
+
+
+def weights_of(model: str) -> str:
+    """The model whose weights ``model`` samples: ``base`` for a tempered base, else itself."""
+    return BASE if temperature_of(model) is not None else model
+
+
 def model_path(config: dict[str, Any], seed: Seed, model: str) -> str:
-    """Weights of ``model`` of ``seed``: a run's directory; for ``base``, the seed's
-    ``models/base`` when the workflow builds it (``base_model.build``), else ``base_model.path`` (a hub
-    id or a local directory, the same for every seed)."""
+    """Weights of ``model`` of ``seed``: a run's directory; for ``base`` (and a tempered base), the
+    seed's ``models/base`` when the workflow builds it (``base_model.build``), else ``base_model.path``
+    (a hub id or a local directory, the same for every seed)."""
+    model = weights_of(model)
     if model != BASE:
         return model_dir(seed, model)
     base = config["base_model"]
@@ -228,6 +263,7 @@ def model_path(config: dict[str, Any], seed: Seed, model: str) -> str:
 
 def model_inputs(config: dict[str, Any], seed: Seed, model: str) -> list[str]:
     """The model directory as a rule input when the workflow makes it (never a hub id)."""
+    model = weights_of(model)
     return [model_path(config, seed, model)] if model != BASE or config["base_model"]["build"] else []
 
 
@@ -235,7 +271,7 @@ def model_revision_arg(config: dict[str, Any], model: str) -> str:
     """`` --revision <sha>`` (with its leading space) for the base model when ``base_model.revision``
     pins one, else '': the rules append it to the model argument."""
     base = config["base_model"]
-    if model == BASE and not base["build"] and base.get("revision"):
+    if weights_of(model) == BASE and not base["build"] and base.get("revision"):
         return f" --revision {base['revision']}"
     return ""
 

@@ -138,8 +138,12 @@ def test_final_targets_cover_every_declared_output(name):
     analysis = config["analysis"]
     pairs = targets.significance_pairs(analysis) + targets.claims_pairs(config)[0]
     assert {(run, analysis["claims"]["dataset"]) for run in ("base", *config["runs"])} <= set(pairs)
+    yardstick = {P.tempered(t) for t in analysis["claims"]["yardstick_temperatures"]}
     for m, d in pairs:
-        assert m in analysis["models"] and d in config["datasets"]
+        assert (m in analysis["models"] or m in yardstick) and d in config["datasets"]
+    # the yardstick's tempered base: its own samples on the claims' dataset, the base's weights
+    assert {(m, analysis["claims"]["dataset"]) for m in yardstick} <= set(pairs)
+    assert (P.yardstick(seed) in out) == bool(yardstick)
 
 
 #: Which slices each top-level section reaches (the environment record reaches all of them).
@@ -227,8 +231,10 @@ def test_three_seeds_make_three_of_every_seed_dependent_target_and_one_of_the_re
     assert set(targets.across_seed_targets(config)) == {
         P.across_seeds("csv"), P.across_seeds("md"),
         *(P.across_seeds_figure(n, e) for n in P.ACROSS_SEED_FIGURES for e in ("pdf", "png")),
+        P.across_seeds_yardstick(),  # the default config has yardstick temperatures
     }  # fmt: skip
     inputs = targets.across_seed_inputs(config)
+    assert [P.seed_of(f) for f in inputs["yardstick"]] == [1234, 2, 3]
     assert [P.seed_of(f) for f in inputs["claims"]] == [1234, 2, 3]
     assert [P.seed_of(f) for f in inputs["differences"]] == [1234, 2, 3]
 

@@ -90,13 +90,16 @@ def test_clean_run_produces_every_artefact(clean_run: Path) -> None:
     once = clean_run / "results"
     for rel in ["data/suite_sft.jsonl.gz", "data/suite_test.manifest.json", "provenance/environment.json",
                 "claims/across_seeds.csv", "claims/across_seeds.md", "figures/across_seeds_curves.png",
-                "figures/across_seeds_claims.pdf"]:  # fmt: skip
+                "figures/across_seeds_claims.pdf", "claims/across_seeds_yardstick.csv"]:  # fmt: skip
         assert (once / rel).is_file(), rel
     assert list((once / "lab").iterdir()), "the estimator lab wrote nothing"
     across = (once / "claims" / "across_seeds.md").read_text()
     assert all(f"seed {s}" in across for s in SEEDS) and "grpo_raises_pass_at_1" in across
     # the instrument over every seed, from the claims rule's differences.csv
     assert f"instrument, max@1, run - base, mean over all {len(SEEDS)} seed(s)" in across
+    # the yardstick (analysis.claims.yardstick_temperatures): a claim per run, pooled in a family of its own
+    assert "## Beyond the paper: each run against the base re-tempered, across seeds" in across
+    assert "grpo_continuous_beats_tempered_base" in across
     # what each run learned, seed by seed and pooled, with each off-policy run's regime on every seed
     assert "## What each run learned, across seeds" in across and "off-policy regime by seed" in across
     assert all(f"seed {s}: test set" in across for s in SEEDS)
@@ -141,8 +144,12 @@ def _seed_artefacts(res: Path) -> None:
         "tables/max_at_16.tex", "tables/max_at_16.md", "tables/max_at_16.csv",
         "tables/full_max_suite_test.tex", "stats/significance.csv", "figures/passk_curve.pdf",
         "figures/entropy.png", "figures/maxk_suite_test.png", "claims/claims.md", "claims/differences.csv",
+        "claims/yardstick.csv", "samples/base_T0.85/suite_test.parquet", "metrics/base_T0.7/suite_test.parquet",
     ]:  # fmt: skip
         assert (res / rel).is_file(), rel
+    # the tempered base: the base's weights, sampled at its own temperature (its manifest says which)
+    manifest = json.loads((res / "samples/base_T0.85/suite_test.manifest.json").read_text())
+    assert manifest["sampling"]["temperature"] == 0.85, manifest["sampling"]
     assert not list((res / "samples").glob("*/*/shard*.parquet")), "shards are temp() and must be gone"
     for table in (res / "tables").glob("*.tex"):
         assert (table.parent / (table.name + ".provenance.json")).is_file(), table

@@ -8,6 +8,10 @@ from maxk.workflow import targets as T
 ANALYSIS = config["analysis"]
 #: (metrics pairs, samples pairs) the claims read
 CLAIMS_PAIRS = T.claims_pairs(config)
+#: the yardstick claims (analysis.claims.yardstick_temperatures), written by the claims job where configured
+YARDSTICK = T.has_yardstick(config)
+YARDSTICK_OUT = {"yardstick": P.yardstick("{seed}")} if YARDSTICK else {}
+YARDSTICK_ACROSS = {"yardstick": P.across_seeds_yardstick()} if YARDSTICK else {}
 #: figure 2's (model, dataset) pairs re-scored for the exact entropy (figures.entropy.rescore)
 RESCORE_PAIRS = T.rescore_pairs(ANALYSIS)
 ENTROPY_ESTIMATES = (
@@ -219,6 +223,7 @@ rule analysis_claims:
         train_metrics=lambda wc: T.run_curves(config, wc.seed),
         base_model=lambda wc: P.model_inputs(config, wc.seed, P.BASE),
     output:
+        **YARDSTICK_OUT,
         csv=report(
             P.claims("{seed}", "csv"),
             caption="../report/analysis_claims.rst",
@@ -248,11 +253,14 @@ rule analysis_claims:
         base=lambda w, input: (
             f" --base-model {input.base_model}" if input.base_model else ""
         ),
+        yardstick=lambda w, output: (
+            f" --yardstick {output.yardstick}" if YARDSTICK else ""
+        ),
     shell:
         "maxk analyze claims --config-json {params.cfg:q} --seed {wildcards.seed} "
         "--metrics {input.metrics} --samples {input.samples}{params.curve}{params.base} "
         "--csv {output.csv} --md {output.md} --differences {output.differences} "
-        "--learning {output.learning} > {log} 2>&1"
+        "--learning {output.learning}{params.yardstick} > {log} 2>&1"
 
 
 rule analysis_lab:
@@ -333,6 +341,7 @@ if "claims" in ANALYSIS:
         input:
             **T.across_seed_inputs(config),
         output:
+            **YARDSTICK_ACROSS,
             csv=P.across_seeds("csv"),
             md=report(
                 P.across_seeds("md"),
@@ -363,10 +372,15 @@ if "claims" in ANALYSIS:
         params:
             cfg=lambda wc: config_json("analysis_across_seeds"),
             seed=config["seed"],
+            yardstick=lambda w, input, output: (
+                f" --yardstick {input.yardstick} --yardstick-csv {output.yardstick}"
+                if YARDSTICK
+                else ""
+            ),
         shell:
             "maxk analyze across-seeds --config-json {params.cfg:q} --seed {params.seed} "
             "--claims {input.claims} --differences {input.differences} --learning {input.learning} "
-            "--metrics {input.metrics} "
+            "--metrics {input.metrics}{params.yardstick} "
             "--csv {output.csv} --md {output.md} "
             "--curves-figure {output.curves_pdf} {output.curves_png} "
             "--claims-figure {output.claims_pdf} {output.claims_png} > {log} 2>&1"

@@ -4,7 +4,8 @@
 # With generate.num_shards = 1 (the embedded default) the one shard job writes the final file itself
 # and there is no merge job: a job saved per (model, dataset), i.e. one interpreter start-up each.
 # {model} is `base` (config base_model: results/seed{seed}/models/base when built, else base_model.path,
-# e.g. a hub id at paper scale) or a training run name (results/seed{seed}/models/{run}). Orchestration requests the (model, dataset) pairs.
+# e.g. a hub id at paper scale), `base_T{t}` (the base sampled at temperature t: the yardstick,
+# analysis.claims.yardstick_temperatures) or a training run name (results/seed{seed}/models/{run}). Orchestration requests the (model, dataset) pairs.
 # Paths: maxk.paths; resources: maxk.workflow.resources.generate_resources.
 from maxk.workflow.resources import generate_resources
 
@@ -46,7 +47,7 @@ rule generate_shard:
     resources:
         **resources_of("generate_shard", GEN_RES),
     params:
-        config=lambda wc: config_json("generate_shard", seed=wc.seed),
+        config=lambda wc: config_json("generate_shard", wc.model, seed=wc.seed),
         model_path=lambda wc: P.model_path(config, wc.seed, wc.model),
         revision=lambda wc: P.model_revision_arg(config, wc.model),
         num_shards=config["generate"]["num_shards"],

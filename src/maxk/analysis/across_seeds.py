@@ -54,7 +54,9 @@ __all__ = [
     "learning_across_seeds",
     "pooled_instrument",
     "render_across_seeds",
+    "render_claim_rows",
     "render_learning_across_seeds",
+    "render_yardstick_across_seeds",
 ]
 
 #: the long table of one seed's per-problem claim differences (``results/seed{seed}/claims/differences.csv``)
@@ -302,6 +304,13 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
     if frame.attrs.get("instrument"):
         lines.append("")
     lines += render_learning_across_seeds(frame.attrs.get("learning") or [], seeds, decimals)
+    return "\n".join(lines + render_claim_rows(frame, decimals, confidence=confidence, power=power)) + "\n"
+
+
+def render_claim_rows(frame: pd.DataFrame, decimals: int, *, confidence: float, power: float) -> list[str]:
+    """One family of claims across seeds (``across_seeds``'s frame): a line per claim, then the legend."""
+    seeds = frame.attrs["seeds"]
+    lines: list[str] = []
     head = [
         "claim",
         *(f"seed {s}" for s in seeds),
@@ -348,7 +357,24 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
         f"test at the claims' Holm level finds with {power:.0%} power at this number of seeds and problems. "
         "paper effect: the paper's a - b on the same metric (its tables).",
     ]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def render_yardstick_across_seeds(
+    frame: pd.DataFrame, decimals: int, *, confidence: float, power: float
+) -> str:
+    """``across_seeds.md``'s last section: the yardstick claims (``maxk.analysis.claims.yardstick_claims``)
+    across seeds, their own Holm family."""
+    lines = [
+        "",
+        "## Beyond the paper: each run against the base re-tempered, across seeds",
+        "",
+        "Each run against the base at its best temperature at the run's own objective (each seed's "
+        "claims.md, last section; `claims/yardstick.csv`), pooled like the paper's claims; a Holm family "
+        "of its own.",
+        "",
+    ]
+    return "\n".join(lines + render_claim_rows(frame, decimals, confidence=confidence, power=power)) + "\n"
 
 
 def curve_bands(

@@ -36,6 +36,17 @@ each held-out problem's last minus first mean reward is above zero (a metrics CS
 values: the curve ends above its start). Where it fails, every claim's ``verdict`` is
 "instrument not working" instead of a finding. The base model's calibration block (its operating
 point, ``maxk.train.base.calibration``) is printed beside it.
+
+**The yardstick** (beyond the paper; ``analysis.claims.yardstick_temperatures``): does RL beat what
+re-tempering the base buys at the same objective? Karan & Du ("Reasoning with Sampling", arXiv
+2510.14901) find that sampling the base's power distribution matches GRPO at pass@1; lowering the
+temperature is its cheapest form. ``yardstick_claims`` makes one claim per run of ``cfg["runs"]``: the
+run beats ``BestOf`` the base and the base at each yardstick temperature (the models ``base_T{t}``,
+``maxk.paths.tempered``) at the run's own objective (``maxk.analysis.learning.own_objective``). The
+best temperature is chosen on the same problems the test reads, which favours the base (the claim is
+conservative). They are their own Holm family (``claims/yardstick.csv``), so adding them does not
+change the paper's claims' adjusted p-values. Like the paper's claims they are read only where the
+instrument works; no learning gate: a run that did not raise its objective does not beat the base.
 """
 
 from __future__ import annotations
@@ -48,8 +59,10 @@ import numpy as np
 import pandas as pd
 
 from maxk.analysis.config import BOOTSTRAP, DECIMALS, SIGNIFICANCE
+from maxk.analysis.learning import own_objective, yardstick_models
 from maxk.analysis.per_problem import metric_column, parse_metric_column
 from maxk.analysis.stats import detectable_effect, holm, paired_interval
+from maxk.paths import BASE
 from maxk.seeds import derive_seed
 
 __all__ = [
@@ -67,6 +80,9 @@ __all__ = [
     "instrument_check",
     "render_claims_markdown",
     "render_instrument",
+    "render_yardstick",
+    "yardstick_claims",
+    "yardstick_models",
 ]
 
 #: ``Claim.k`` for "the largest k of the paper's tables that the samples allow".
@@ -151,6 +167,32 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("rl_lowers_max_at_large_k", "RL (one or four epochs, PPO 1 or 3) lowers max@k at large k",
           "appendix B, table 4", "base", MeanOf(_RL), "max", LARGE),
 )  # fmt: skip
+
+#: where the yardstick claims come from (not the paper)
+YARDSTICK_WHERE = "beyond the paper: Karan & Du 2025, arXiv 2510.14901"
+
+
+def yardstick_claims(cfg: Mapping) -> tuple[Claim, ...]:
+    """One claim per run of ``cfg["runs"]`` that ``cfg["models"]`` lists (``runs``: each run's objective
+    settings, ``maxk.workflow.slices.learning_settings``): the run beats the base at its best
+    temperature (1 and each yardstick temperature) at the run's own objective. None without
+    yardstick temperatures."""
+    models = yardstick_models(cfg)
+    if not models:
+        return ()
+    known = set(cfg.get("models") or {})
+    out = []
+    for run, settings in (cfg.get("runs") or {}).items():
+        if run not in known:
+            continue
+        metric, k = own_objective(settings)
+        out.append(Claim(
+            f"{run}_beats_tempered_base",
+            f"{run} beats the base at its best temperature at its own objective ({metric}@{k})",
+            YARDSTICK_WHERE, run, BestOf((BASE, *models)), metric, k, readable_if=(),
+        ))  # fmt: skip
+    return tuple(out)
+
 
 COLUMNS = (
     "id",
@@ -284,8 +326,9 @@ def instrument_check(
 
 
 def claim_inputs(cfg: Mapping, claims: Sequence[Claim] = CLAIMS) -> tuple[list[tuple[str, str]], list]:
-    """``(metrics pairs, samples pairs)`` the claims, the instrument check and the per-run learning
-    table (every run of ``cfg["runs"]`` against the base) read: (run, dataset), runs of
+    """``(metrics pairs, samples pairs)`` the claims, the instrument check, the per-run learning
+    table (every run of ``cfg["runs"]`` against the base) and the yardstick (every run against the
+    base at each ``yardstick_temperatures``: ``yardstick_models``) read: (run, dataset), runs of
     ``analysis.models``."""
     dataset = cfg["claims"]["dataset"]
     known = set(cfg.get("models") or {})
@@ -301,6 +344,8 @@ def claim_inputs(cfg: Mapping, claims: Sequence[Claim] = CLAIMS) -> tuple[list[t
             continue
         target = samples if claim.metric == "entropy" else metrics
         target.update((run, dataset) for run in claim.runs())
+    if learned and INSTRUMENT_BASE in known:  # the yardstick: every run against the tempered base
+        metrics.update((model, dataset) for model in yardstick_models(cfg))
     return sorted(metrics), sorted(samples)
 
 
@@ -386,7 +431,7 @@ def evaluate_claims(
     sig, boot = cfg["significance"], cfg["bootstrap"]
     alpha, zero_method = float(sig["alpha"]), sig["zero_method"]
     resamples, confidence = int(boot["resamples"]), float(boot["confidence"])
-    known = set(cfg.get("models") or {})
+    known = set(cfg.get("models") or {}) | set(yardstick_models(cfg))
     paper_dataset = ccfg.get("paper_dataset")
 
     rows, diffs = [], {}
@@ -523,6 +568,29 @@ def render_claims_markdown(
            "beside what this run can detect." if paper else ""),
     ]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def render_yardstick(
+    frame: pd.DataFrame,
+    decimals: int = DECIMALS,
+    *,
+    alpha: float = SIGNIFICANCE.alpha,
+    confidence: float = BOOTSTRAP.confidence,
+    power: float = 0.8,
+) -> str:
+    """``claims.md``'s last section: the yardstick claims (``yardstick_claims``), their own Holm family."""
+    head = [
+        "## Beyond the paper: each run against the base re-tempered",
+        "",
+        "Does RL beat lowering the base's temperature at the run's own objective? Each run against the "
+        "base at its best temperature (the base, or the base sampled at another temperature, `base_T{t}`: "
+        "the one with the highest mean at that objective on these problems, a choice that favours the "
+        "base). These claims are a Holm family of their own; the paper's claims above are adjusted "
+        "without them. After Karan & Du 2025 (arXiv 2510.14901).",
+        "",
+    ]
+    table = render_claims_markdown(frame, decimals, alpha=alpha, confidence=confidence, power=power)
+    return "\n".join(head) + table
 
 
 def render_instrument(

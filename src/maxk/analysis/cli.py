@@ -124,6 +124,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also write the learning table: each run's own objective on the test set, the held-out pool "
         "and its own training prompts, and the off-policy regime (maxk.analysis.learning)",
     )
+    q.add_argument(
+        "--yardstick",
+        default=None,
+        metavar="CSV",
+        help="also write the yardstick claims (analysis.claims.yardstick_temperatures: each run against the "
+        "base at its best temperature at the run's own objective; columns as --csv, their own Holm family); "
+        "claims.md has them either way",
+    )
     q.set_defaults(handler=_claims)
 
     q = s.add_parser(
@@ -142,6 +150,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--learning", nargs="*", default=[], metavar="CSV", help="each seed's claims/learning.csv (optional)"
     )
+    q.add_argument(
+        "--yardstick",
+        nargs="*",
+        default=[],
+        metavar="CSV",
+        help="each seed's claims/yardstick.csv (optional): pooled into --yardstick-csv and the Markdown's "
+        "last section",
+    )
+    q.add_argument("--yardstick-csv", default=None, help="across-seed CSV of the yardstick claims to write")
     inputs(q, metrics=True, samples=False)
     q.add_argument("--csv", required=True, help="across-seed CSV to write (one row per claim)")
     q.add_argument("--md", required=True, help="across-seed Markdown to write")
@@ -499,6 +516,8 @@ def _claims(args: argparse.Namespace) -> int:
         heldout_endpoints,
         instrument_check,
         render_claims_markdown,
+        render_yardstick,
+        yardstick_claims,
     )
     from maxk.analysis.figures import entropy_per_problem
     from maxk.analysis.learning import gates, learning_table, render_learning
@@ -541,9 +560,19 @@ def _claims(args: argparse.Namespace) -> int:
             differences=differences,
             gates=gates(learning),
         )
+        yardstick = yardstick_claims(cfg)
+        tempered = None
+        if yardstick:
+            tempered = evaluate_claims(
+                cfg, metrics, seed=args.seed, claims=yardstick, instrument_works=instrument["works"],
+                differences=differences,
+            )  # fmt: skip
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    if args.yardstick and tempered is None:
+        raise UserError("--yardstick: analysis.claims.yardstick_temperatures is empty: no yardstick to write")
     sig, boot = cfg["significance"], cfg["bootstrap"]
+    power = float(cfg["claims"]["power"])
     if args.differences:
         from maxk.analysis.across_seeds import differences_frame
 
@@ -552,26 +581,30 @@ def _claims(args: argparse.Namespace) -> int:
     if args.learning:
         with atomic_open(args.learning) as fh:
             learning.to_csv(fh, index=False, float_format="%.6g")
+    if args.yardstick:
+        with atomic_open(args.yardstick) as fh:
+            tempered.to_csv(fh, index=False, float_format="%.6g")
     with atomic_open(args.csv) as fh:
         frame.to_csv(fh, index=False, float_format="%.6g")
+    style = {"alpha": float(sig["alpha"]), "confidence": float(boot["confidence"]), "power": power}
     with atomic_open(args.md) as fh:
         fh.write(
             render_claims_markdown(
                 frame,
                 int(cfg["decimals"]),
-                alpha=float(sig["alpha"]),
-                confidence=float(boot["confidence"]),
-                power=float(cfg["claims"]["power"]),
+                **style,
                 instrument=instrument,
                 learning=render_learning(
                     learning,
                     int(cfg["decimals"]),
-                    confidence=float(boot["confidence"]),
-                    power=float(cfg["claims"]["power"]),
+                    confidence=style["confidence"],
+                    power=power,
                     paper_dataset=cfg["claims"].get("paper_dataset"),
                 ),
             )
         )
+        if tempered is not None:
+            fh.write("\n" + render_yardstick(tempered, int(cfg["decimals"]), **style))
     write_provenance(
         args.csv, config=cfg, seeds={"seed": args.seed}, entropy_kind=kind, instrument=instrument
     )
@@ -584,6 +617,8 @@ def _claims(args: argparse.Namespace) -> int:
         columns = ["run", "objective", "test_effect", "test_ci_low", "learned", "gate"]
         print(learning[columns].to_string(index=False))
     print(frame[["id", "effect", "ci_low", "ci_high", "pvalue_holm", "verdict"]].to_string(index=False))
+    if tempered is not None:
+        print(tempered[["id", "b", "effect", "ci_low", "ci_high", "verdict"]].to_string(index=False))
     return 0
 
 
@@ -615,6 +650,7 @@ def _across_seeds(args: argparse.Namespace) -> int:
         curves_figure,
         learning_across_seeds,
         render_across_seeds,
+        render_yardstick_across_seeds,
     )
     from maxk.analysis.per_problem import parse_metric_column
     from maxk.cli import UserError
@@ -643,15 +679,21 @@ def _across_seeds(args: argparse.Namespace) -> int:
         differences[s] = frame
     boot, sig, ccfg = cfg["bootstrap"], cfg["significance"], cfg["claims"]
     resamples, confidence = int(boot["resamples"]), float(boot["confidence"])
+    yardstick_files = _by_seed(args.yardstick, "--yardstick")
+    if yardstick_files and set(yardstick_files) != set(claims_files):
+        raise UserError(
+            f"--claims of seeds {sorted(claims_files)}, --yardstick of seeds {sorted(yardstick_files)}"
+        )
+    if bool(yardstick_files) != bool(args.yardstick_csv):
+        raise UserError("--yardstick and --yardstick-csv go together")
+    pooled = {"seed": args.seed, "resamples": resamples, "confidence": confidence,
+              "alpha": float(sig["alpha"]), "power": float(ccfg["power"])}  # fmt: skip
     try:
-        table = across_seeds(
-            claims,
-            differences,
-            seed=args.seed,
-            resamples=resamples,
-            confidence=confidence,
-            alpha=float(sig["alpha"]),
-            power=float(ccfg["power"]),
+        table = across_seeds(claims, differences, **pooled)
+        yardstick = (
+            across_seeds({s: pd.read_csv(f) for s, f in yardstick_files.items()}, differences, **pooled)
+            if yardstick_files
+            else None
         )
     except ValueError as exc:
         raise UserError(str(exc)) from exc
@@ -661,9 +703,15 @@ def _across_seeds(args: argparse.Namespace) -> int:
     )
     with atomic_open(args.csv) as fh:
         table.to_csv(fh, index=False, float_format="%.6g")
+    if yardstick is not None:
+        with atomic_open(args.yardstick_csv) as fh:
+            yardstick.to_csv(fh, index=False, float_format="%.6g")
     with atomic_open(args.md) as fh:
         power = float(ccfg["power"])
         fh.write(render_across_seeds(table, int(cfg["decimals"]), confidence=confidence, power=power))
+        if yardstick is not None:
+            fh.write(render_yardstick_across_seeds(yardstick, int(cfg["decimals"]), confidence=confidence,
+                                                   power=power))  # fmt: skip
     metrics: dict[int, dict[str, pd.DataFrame]] = {}
     for f in args.metrics:
         model, _ = pair_of(f)

@@ -26,6 +26,10 @@ instrument check):
   at its last PPO iteration from the training metrics: the share of deltas clamped at ``delta_clamp``
   and the median |delta|, each averaged over that iteration's optimizer steps, against
   ``analysis.claims.offpolicy_regime``;
+- **against the base re-tempered** (beyond the paper; ``analysis.claims.yardstick_temperatures``): the
+  base at its best temperature at the run's objective (``tempered_model``, of the base and each
+  ``base_T{t}``; ``tempered_value``) and the run minus it (``tempered_effect``), point values: the
+  test with its interval is the run's yardstick claim (``maxk.analysis.claims.yardstick_claims``);
 - **why a claim on it cannot be read** (``gate``): the run did not raise its objective (and, where
   the paper reports the run, whether the paper's own effect is below or above what this test set
   detects: below it, a run that reproduced the paper's effect exactly would still miss it more often
@@ -45,6 +49,7 @@ import pandas as pd
 from maxk.analysis.per_problem import metric_column
 from maxk.analysis.stats import detectable_effect, paired_interval
 from maxk.estimators import needs
+from maxk.paths import BASE, tempered
 from maxk.seeds import derive_seed
 
 __all__ = [
@@ -58,6 +63,7 @@ __all__ = [
     "own_objective",
     "regime",
     "render_learning",
+    "yardstick_models",
 ]
 
 #: where a run's own objective is read: test set (run - base), held-out pool and own prompts (last - first)
@@ -69,8 +75,28 @@ LEARNING_COLUMNS = (
     *(f"{part}_{c}" for part in PARTS
       for c in ("before", "after", "effect", "ci_low", "ci_high", "n", "detectable")),
     "paper_before", "paper_after", "paper_effect", "paper_table",
+    "tempered_model", "tempered_value", "tempered_effect",
     "learned", "off_policy", "regime_iteration", "clamped_frac", "median_abs_delta", "regime_ok", "gate",
 )  # fmt: skip
+
+
+def yardstick_models(cfg: Mapping) -> tuple[str, ...]:
+    """The base sampled at each of ``analysis.claims.yardstick_temperatures`` (``base_T{t}``), in order."""
+    return tuple(tempered(t) for t in (cfg.get("claims") or {}).get("yardstick_temperatures") or ())
+
+
+def best_tempered(
+    metrics: Mapping[tuple[str, str], pd.DataFrame], models: tuple[str, ...], dataset: str, objective: str
+) -> tuple[str, float] | None:
+    """``(model, mean)`` of the base or tempered base (``models``, the base first) with the highest mean
+    ``objective`` on ``dataset`` (ties: the first listed, as ``claims.BestOf``); None where one is missing."""
+    means = []
+    for model in (BASE, *models):
+        frame = metrics.get((model, dataset))
+        if frame is None or objective not in frame:
+            return None
+        means.append((model, float(frame[objective].mean())))
+    return max(means, key=lambda m: (m[1], -means.index(m)))
 
 
 def own_objective(settings: Mapping) -> tuple[str, int]:
@@ -188,6 +214,11 @@ def learning_table(
             if differences is not None:
                 differences[f"learned:{part}:{run}"] = pd.Series(d, index=index, name=run)
         row["learned"] = None if "test" not in per_part else bool(row["test_ci_low"] > 0)
+        yardstick = yardstick_models(cfg)
+        best = best_tempered(metrics, yardstick, dataset, objective) if yardstick else None
+        if best is not None and "test" in per_part:
+            row.update(tempered_model=best[0], tempered_value=best[1],
+                       tempered_effect=row["test_after"] - best[1])  # fmt: skip
         row.update(_paper_effect(paper_lookup, cfg["claims"].get("paper_dataset"), run, settings, metric, k))
         row["off_policy"] = needs(settings["method"]).uses_deltas and int(settings["num_iterations"]) > 1
         if row["off_policy"]:
@@ -297,6 +328,13 @@ def _paper_cell(r: Mapping, decimals: int) -> str:
     return f"{fmt_number(e, decimals)} ({before} -> {after})"
 
 
+def _tempered_cell(r: Mapping, decimals: int) -> str:
+    if _missing(r.get("tempered_effect")):
+        return "not measured"
+    value = fmt_number(r["tempered_value"], decimals, signed=False)
+    return f"{fmt_number(r['tempered_effect'], decimals)} (vs {r['tempered_model']}, {value})"
+
+
 def render_learning(
     table: pd.DataFrame,
     decimals: int,
@@ -310,7 +348,9 @@ def render_learning(
     if table.empty:
         return []
     paper = [f"paper ({paper_dataset}): run - base"] if paper_dataset else []
-    head = ["run", "own objective", "test set: run - base", *paper, "held-out pool: last - first",
+    tempered_column = "tempered_model" in table and table["tempered_model"].notna().any()
+    yardstick = ["test set: run - base at its best temperature"] if tempered_column else []
+    head = ["run", "own objective", "test set: run - base", *paper, *yardstick, "held-out pool: last - first",
             "own training prompts: last - first", "off-policy regime (last PPO iteration)",
             "claims on it"]  # fmt: skip
     lines = [
@@ -321,7 +361,13 @@ def render_learning(
         f"smallest true effect whose interval excludes zero with {power:.0%} power at this size (normal "
         'approximation), below which "did not raise" cannot tell a small gain from none. A claim is '
         "read only where every run it compares raised its own objective on the test set and, for an "
-        "off-policy run, stayed in the first-order regime its derivation assumes.",
+        "off-policy run, stayed in the first-order regime its derivation assumes."
+        + (
+            " best temperature: the base or the base re-tempered (`base_T{t}`) with the highest mean at the"
+            " run's objective; the test of run > it is the run's yardstick claim below."
+            if tempered_column
+            else ""
+        ),
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -339,6 +385,7 @@ def render_learning(
         gate = r["gate"] if isinstance(r["gate"], str) else "readable"
         cells = [f"`{r['run']}`", r["objective"], _part_cell(r, "test", decimals),
                  *([_paper_cell(r, decimals)] if paper_dataset else []),
+                 *([_tempered_cell(r, decimals)] if tempered_column else []),
                  _part_cell(r, "heldout", decimals), _part_cell(r, "own", decimals), reg, gate]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]

@@ -10,7 +10,7 @@ Each command reads back exactly the shape its slice has here. ``config`` is the 
     base_model         seed, base_model, prompt, sandbox
     rl_prompts         seed, train's dataset / prompt_filter / sampling keys, prompt, sandbox
     train              seed, train, the run's entry, prompt, sandbox   (checked: maxk.train.launch.check_run)
-    generate_shard     seed, generate, prompt
+    generate_shard     seed, generate, prompt   (a tempered base's: its own generate.temperature)
     score              the sandbox section
     analysis_metrics   analysis.ks, analysis.ragged
     analysis_*         analysis without lab and claims   (tables, significance, figures)
@@ -87,8 +87,16 @@ def train(config: Config, run: str) -> Config:
     }
 
 
-def generate(config: Config, _: str | None = None) -> Config:
-    return {k: config[k] for k in ("seed", "generate", "prompt")}
+def generate(config: Config, model: str | None = None) -> Config:
+    """The generation slice of ``model``: a tempered base (``maxk.paths.tempered``, the yardstick)
+    samples at its own temperature; every other model at ``generate.temperature``."""
+    from maxk.paths import temperature_of
+
+    part = {k: config[k] for k in ("seed", "generate", "prompt")}
+    temperature = temperature_of(model) if model else None
+    if temperature is not None:
+        part["generate"] = {**part["generate"], "temperature": temperature}
+    return part
 
 
 def score(config: Config, _: str | None = None) -> Config:

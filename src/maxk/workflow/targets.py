@@ -121,6 +121,7 @@ def analysis_targets(analysis: Mapping, seed: P.Seed) -> list[str]:
         out += [P.figure(seed, f"maxk_{d}", ext) for ext in ("pdf", "png")]
     if "claims" in analysis:
         out += [P.claims(seed, ext) for ext in ("csv", "md")]
+        out += [P.yardstick(seed)] if analysis["claims"].get("yardstick_temperatures") else []
     out += metrics_files([(m, d) for m, d in analysis.get("checks") or []], seed)
     return out
 
@@ -143,19 +144,27 @@ def across_seed_targets(config: Mapping) -> list[str]:
     if len(config["replicates"]) < 2 or "claims" not in config["analysis"]:
         return []
     out = [P.across_seeds(ext) for ext in ("csv", "md")]
+    out += [P.across_seeds_yardstick()] if has_yardstick(config) else []
     return out + [P.across_seeds_figure(n, ext) for n in P.ACROSS_SEED_FIGURES for ext in ("pdf", "png")]
 
 
 def across_seed_inputs(config: Mapping) -> dict[str, list[str]]:
     """What the across-seed job reads, seed by seed in ``replicates`` order: each seed's claims table
-    and per-problem claim differences, and the metrics of its max@k curves' dataset."""
+    and per-problem claim differences, its learning table and yardstick claims (where configured), and
+    the metrics of its max@k curves' dataset."""
     seeds = config["replicates"]
     return {
         "claims": [P.claims(s, "csv") for s in seeds],
         "differences": [P.claim_differences(s) for s in seeds],
         "learning": [P.learning(s) for s in seeds],
+        "yardstick": [P.yardstick(s) for s in seeds] if has_yardstick(config) else [],
         "metrics": [f for s in seeds for f in metrics_files(across_seed_curve_pairs(config["analysis"]), s)],
     }
+
+
+def has_yardstick(config: Mapping) -> bool:
+    """Whether the claims job writes the yardstick claims (``analysis.claims.yardstick_temperatures``)."""
+    return bool((config["analysis"].get("claims") or {}).get("yardstick_temperatures"))
 
 
 def across_seed_curve_pairs(analysis: Mapping) -> Pairs:
