@@ -144,7 +144,8 @@ def _seed_artefacts(res: Path) -> None:
         "tables/max_at_16.tex", "tables/max_at_16.md", "tables/max_at_16.csv",
         "tables/full_max_suite_test.tex", "stats/significance.csv", "figures/passk_curve.pdf",
         "figures/entropy.png", "figures/maxk_suite_test.png", "claims/claims.md", "claims/differences.csv",
-        "claims/yardstick.csv", "samples/base_T0.85/suite_test.parquet", "metrics/base_T0.7/suite_test.parquet",
+        "claims/yardstick.csv", "samples/base_T0.85/suite_test.parquet",
+        "metrics/base_T0.7/suite_test.parquet",
     ]:  # fmt: skip
         assert (res / rel).is_file(), rel
     # the tempered base: the base's weights, sampled at its own temperature (its manifest says which)
