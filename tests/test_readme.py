@@ -9,10 +9,12 @@ import os
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from maxk import paths as P
 from maxk import readme as R
+from maxk.analysis.across_seeds import ONE_SEED
 from maxk.analysis.claims import CLAIMS, COLUMNS
 from maxk.analysis.learning import LEARNING_COLUMNS
 
@@ -192,6 +194,25 @@ def test_results_section_several_seeds_and_a_failing_instrument(tmp_path: Path) 
     assert "| **not working** | misses sharpen_gain_pass_at_1 0.021 | 0 of 3 | 0 of 10 |" in lines[0]
     assert lines[1] == "| 3 | n/a | n/a | n/a | n/a | not checked | n/a | 1 of 10 |"
     assert "Claims that hold (seeds 2, 3, 1234): `grpo_lowers_entropy` (3, 1234)." in _flat(text)
+
+
+def test_results_section_says_the_pooled_verdicts_first_where_the_run_pooled_seeds(tmp_path: Path) -> None:
+    _run(tmp_path, {1234: ({"grpo_lowers_entropy"}, _instrument(0.031, True)), 3: (set(), None)})
+    assert "Pooled over the seeds" not in R.results_section(tmp_path)  # no across-seed report: nothing said
+    across = tmp_path / Path(P.across_seeds("csv")).relative_to(P.RESULTS)
+    across.parent.mkdir(parents=True, exist_ok=True)
+    verdicts = {
+        "grpo_lowers_entropy": "holds",
+        "grpo_raises_pass_at_1": "does not hold",
+        "c3": ONE_SEED,
+    }
+    pd.DataFrame({"id": list(verdicts), "verdict": list(verdicts.values())}).to_csv(across, index=False)
+    text = _flat(R.results_section(tmp_path))
+    assert (
+        "Pooled over the seeds (the paper's claims, `results/claims/across_seeds.csv`): 1 of 3 hold: "
+        "`grpo_lowers_entropy`; 2 of 3 read on two seeds or more."
+    ) in text
+    assert text.index("Pooled over the seeds") < text.index("Claims that hold")
 
 
 def test_splice_block_and_inline_regions() -> None:

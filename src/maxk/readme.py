@@ -299,6 +299,29 @@ def _verdict_kind(verdict: str) -> str:
     return "not tested"
 
 
+def _pooled(results: Path) -> list[str]:
+    """The pooled verdicts of the across-seed report (``results/claims/across_seeds.csv`` and the
+    yardstick's), a sentence each, or nothing where the run has one seed."""
+    out = []
+    files = (
+        (P.across_seeds("csv"), "the paper's claims"),
+        (P.across_seeds_yardstick(), "the yardstick claims"),
+    )
+    for rel, what in files:
+        path = results / Path(rel).relative_to(P.RESULTS)
+        rows = _read_claims(path) if path.is_file() else []
+        if not rows or "verdict" not in rows[0]:
+            continue
+        held = [r["id"] for r in rows if r["verdict"] == "holds"]
+        pooled = [r for r in rows if r["verdict"] in ("holds", "does not hold")]
+        listed = f": {', '.join(f'`{c}`' for c in held)}" if held else ""
+        out.append(
+            f"Pooled over the seeds ({what}, `{rel}`): {len(held)} of {len(rows)} hold{listed}; "
+            f"{len(pooled)} of {len(rows)} read on two seeds or more."
+        )
+    return out
+
+
 def results_section(results: Path) -> str:
     """The results of the run under ``results``, one row per seed (Markdown, ending in a newline)."""
     seeds = _seed_dirs(results)
@@ -342,7 +365,8 @@ def results_section(results: Path) -> str:
             f"| {len(held)} of {len(claims)} |"
         )
     seed_word = "seed" if len(seeds) == 1 else "seeds"
-    text = []
+    text: list[str] = []
+    text += _pooled(results)
     if holding:
         listed = "; ".join(
             f"`{c}`" + ("" if len(seeds) == 1 else f" ({', '.join(map(str, s))})") for c, s in holding.items()

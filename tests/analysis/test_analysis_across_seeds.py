@@ -215,3 +215,49 @@ def test_what_each_run_learned_is_listed_per_seed_and_pooled_over_seeds():
     learning[2].loc[0, "paper_effect"] = learning[1].loc[0, "paper_effect"] = np.nan  # not reported
     rows = learning_across_seeds(learning, differences, seed=4, resamples=300, confidence=0.95)
     assert "paper: run - base" not in "\n".join(render_learning_across_seeds(rows, [1, 2], 3))
+
+
+def test_the_pooled_verdict_is_a_holm_adjusted_two_level_bootstrap_test_on_two_seeds_or_more():
+    """holds: pooled effect > 0 and the one-sided two-level bootstrap p, Holm-adjusted over the claims
+    pooled on at least two seeds, below alpha; a claim read on one seed or none gets no pooled test."""
+    from maxk.analysis.across_seeds import MIN_POOLED_SEEDS, NOT_READ, ONE_SEED
+    from maxk.analysis.stats import holm
+    from maxk.seeds import derive_seed
+
+    rng = np.random.default_rng(5)
+    ids = pd.Index([f"p{i:03d}" for i in range(50)], name="problem_id")
+    shifts = {"up": 0.06, "down": -0.04, "flat": 0.002}
+    claims, differences, per_seed = {}, {}, {c: [] for c in shifts}
+    for s in (1, 2):
+        rows, series = [], {}
+        for cid, shift in shifts.items():
+            d = rng.normal(shift, 0.1, size=ids.size)
+            per_seed[cid].append(d)
+            series[cid] = pd.Series(d, index=ids)
+            rows.append({"id": cid, "statement": cid, "metric": "max", "effect": d.mean(), "ci_low": 0.0,
+                         "ci_high": 0.0, "paper_effect": math.nan, "verdict": "does not hold"})  # fmt: skip
+        one = rng.normal(0.1, 0.1, size=ids.size)  # read on seed 1 only: seed 2 could not read it
+        if s == 1:
+            series["one"] = pd.Series(one, index=ids)
+        verdict = "holds" if s == 1 else f"{NOT_TESTABLE}: bon_mean did not raise max@4"
+        rows.append({"id": "one", "statement": "one", "metric": "max", "effect": one.mean(), "ci_low": 0.0,
+                     "ci_high": 0.0, "paper_effect": math.nan, "verdict": verdict})  # fmt: skip
+        rows.append({"id": "none", "statement": "none", "metric": "max", "effect": math.nan,
+                     "ci_low": math.nan, "ci_high": math.nan, "paper_effect": math.nan,
+                     "verdict": "not tested"})  # fmt: skip
+        claims[s], differences[s] = pd.DataFrame(rows), differences_frame(series)
+    frame = across_seeds(claims, differences, seed=3, **KW).set_index("id")
+    assert MIN_POOLED_SEEDS == 2
+    pooled = ["up", "down", "flat"]
+    want = []
+    for cid in pooled:
+        draws = two_level_draws(per_seed[cid], seed=derive_seed(3, "across_seeds", cid), resamples=400)
+        want.append((1 + np.sum(draws <= 0)) / (1 + draws.size))
+        assert frame.loc[cid, "pvalue"] == pytest.approx(want[-1])
+    assert list(frame.loc[pooled, "pvalue_holm"]) == pytest.approx(holm(want))  # m = 3: the pooled claims
+    assert frame.loc["up", "verdict"] == "holds" and frame.loc["down", "verdict"] == "does not hold"
+    assert frame.loc["flat", "verdict"] == "does not hold"
+    assert frame.loc["one", "verdict"] == ONE_SEED and math.isnan(frame.loc["one", "pvalue_holm"])
+    assert frame.loc["none", "verdict"] == NOT_READ
+    text = render_across_seeds(frame.reset_index(), 3, confidence=0.95, power=0.8)
+    assert "| pooled verdict |" in text and "| **holds** |" in text and f"| {ONE_SEED} |" in text

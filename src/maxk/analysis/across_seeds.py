@@ -17,7 +17,15 @@ each claim:
   ``alpha / m`` finds with ``analysis.claims.power`` at this number of seeds and problems:
   ``(z(1 - alpha/m) + z(power)) * se``, ``se`` the standard deviation of the two-level bootstrap
   replicates (normal approximation);
-- ``paper_effect``: the paper's own effect, where its tables have one.
+- ``paper_effect``: the paper's own effect, where its tables have one;
+- **the pooled verdict** (``verdict``): on a claim read on at least ``MIN_POOLED_SEEDS`` seeds, the
+  one-sided two-level bootstrap p-value of "effect <= 0", ``pvalue`` = (1 + the replicates at or below
+  zero) / (1 + replicates), Holm-adjusted across the claims pooled on that many seeds (``pvalue_holm``);
+  "holds" where the effect is positive and ``pvalue_holm < alpha``, else "does not hold". A claim read
+  on one seed only has that seed's verdict and no pooled one ("read on one seed"); one read on none,
+  "not read" (every seed's instrument failed, or a run it compares learned nowhere). The verdict
+  inherits the interval's undercoverage with few seeds (below): beside it, ``holds_in`` says on how
+  many seeds it held on its own.
 
 Before the claims, the instrument check pooled over **every** seed (``pooled_instrument``): each of
 its two parts (the instrument run's max@1 minus the base's on the claims' dataset, and its held-out
@@ -43,7 +51,7 @@ import pandas as pd
 
 from maxk.analysis.claims import INSTRUMENT_PARTS, NOT_TESTABLE, NOT_WORKING, READ
 from maxk.analysis.learning import PARTS, fmt_interval, fmt_number
-from maxk.analysis.stats import two_level_draws, two_level_interval
+from maxk.analysis.stats import holm, two_level_draws, two_level_interval
 from maxk.seeds import derive_seed
 
 __all__ = [
@@ -64,6 +72,9 @@ DIFFERENCE_COLUMNS = ("claim", "problem_id", "difference")
 
 #: per-seed columns of ``across_seeds`` (``{name}_{seed}``)
 PER_SEED = ("effect", "ci_low", "ci_high", "verdict")
+#: the fewest seeds a claim is read on for a pooled verdict; the pooled verdicts that are not a reading
+MIN_POOLED_SEEDS = 2
+ONE_SEED, NOT_READ = "read on one seed", "not read"
 
 
 def differences_frame(differences: Mapping[str, pd.Series]) -> pd.DataFrame:
@@ -220,9 +231,9 @@ def across_seeds(
 ) -> pd.DataFrame:
     """One row per claim (in the first seed's order): the per-seed columns ``{effect, ci_low, ci_high,
     verdict}_{seed}``, then ``tested_in``, ``holds_in``, ``pooled_seeds``, ``effect``, ``ci_low``,
-    ``ci_high``, ``n_problems`` (the pooled seeds' problem counts), ``detectable_effect`` and
-    ``paper_effect``. ``claims[s]``: seed s's ``claims.csv``; ``differences[s]``: its
-    ``differences.csv`` (``DIFFERENCE_COLUMNS``)."""
+    ``ci_high``, ``n_problems`` (the pooled seeds' problem counts), ``detectable_effect``, ``pvalue``,
+    ``paper_effect``, ``pvalue_holm`` and ``verdict`` (pooled). ``claims[s]``: seed s's ``claims.csv``;
+    ``differences[s]``: its ``differences.csv`` (``DIFFERENCE_COLUMNS``)."""
     from scipy.stats import norm
 
     seeds = list(claims)
@@ -267,17 +278,30 @@ def across_seeds(
             low, high = np.quantile(draws, [tail, 1.0 - tail])
             row.update(effect=float(np.mean([d.mean() for d in per_seed])), ci_low=float(low),
                        ci_high=float(high), n_problems=",".join(map(str, counts)),
-                       detectable_effect=z * float(np.std(draws, ddof=1)))  # fmt: skip
+                       detectable_effect=z * float(np.std(draws, ddof=1)),
+                       pvalue=float((1 + np.sum(draws <= 0)) / (1 + draws.size)))  # fmt: skip
         else:
-            row.update(
-                effect=math.nan, ci_low=math.nan, ci_high=math.nan, n_problems="", detectable_effect=math.nan
-            )
+            row.update(effect=math.nan, ci_low=math.nan, ci_high=math.nan, n_problems="",
+                       detectable_effect=math.nan, pvalue=math.nan)  # fmt: skip
         row["paper_effect"] = ref.get("paper_effect", math.nan)
         rows.append(row)
+    _pooled_verdicts(rows, alpha)
     frame = pd.DataFrame(rows)
     instrument = pooled_instrument(differences, works, seed=seed, resamples=resamples, confidence=confidence)
     frame.attrs.update(seeds=seeds, works=works, instrument=instrument)
     return frame
+
+
+def _pooled_verdicts(rows: list[dict], alpha: float) -> None:
+    """``pvalue_holm`` and ``verdict`` of each row (see the module docstring), in place."""
+    pooled = [r for r in rows if r["pooled_seeds"] >= MIN_POOLED_SEEDS]
+    for r, p in zip(pooled, holm([r["pvalue"] for r in pooled]), strict=True):
+        r["pvalue_holm"] = p
+        r["verdict"] = "holds" if r["effect"] > 0 and p < alpha else "does not hold"
+    for r in rows:
+        if r["pooled_seeds"] < MIN_POOLED_SEEDS:
+            r["pvalue_holm"] = math.nan
+            r["verdict"] = ONE_SEED if r["pooled_seeds"] else NOT_READ
 
 
 def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float, power: float) -> str:
@@ -316,6 +340,8 @@ def render_claim_rows(frame: pd.DataFrame, decimals: int, *, confidence: float, 
         *(f"seed {s}" for s in seeds),
         "holds in",
         "pooled effect [CI]",
+        "p (Holm), pooled",
+        "pooled verdict",
         "detectable",
         "paper effect",
     ]
@@ -339,8 +365,11 @@ def render_claim_rows(frame: pd.DataFrame, decimals: int, *, confidence: float, 
             cells.append(f"**{cell}**" if verdict == "holds" else cell + mark)
         cells.append(f"{r['holds_in']} of {r['tested_in']}")
         pooled = fmt_interval(r["effect"], r["ci_low"], r["ci_high"], decimals) if r["pooled_seeds"] else ""
+        verdict = r.get("verdict", "")
         cells += [
             pooled,
+            fmt_number(r.get("pvalue_holm"), decimals, signed=False),
+            f"**{verdict}**" if verdict == "holds" else str(verdict),
             fmt_number(r["detectable_effect"], decimals, signed=False),
             fmt_number(r["paper_effect"], decimals),
         ]
@@ -353,7 +382,11 @@ def render_claim_rows(frame: pd.DataFrame, decimals: int, *, confidence: float, 
         "its own objective (the table above). holds in: seeds where it holds, of those where it was "
         f"read. pooled: the mean of the seeds' effects with a {confidence:.0%} two-level bootstrap "
         "interval (seeds, then each seed's problems, resampled), over the seeds where it was read; "
-        f"with few seeds it undercovers: read the seeds beside it. detectable: the smallest true effect a "
+        f"with few seeds it undercovers: read the seeds beside it. pooled verdict (on {MIN_POOLED_SEEDS} or "
+        "more seeds where it was read): holds when the pooled effect is positive and its one-sided "
+        "two-level bootstrap p-value, Holm-adjusted across the claims pooled, is below the claims' alpha; "
+        f"'{ONE_SEED}': that seed's verdict stands alone; '{NOT_READ}': no seed could read it. "
+        "detectable: the smallest true effect a "
         f"test at the claims' Holm level finds with {power:.0%} power at this number of seeds and problems. "
         "paper effect: the paper's a - b on the same metric (its tables).",
     ]
