@@ -355,3 +355,34 @@ def test_the_instrument_run_is_a_setting():
     curves = [f"results/seed1234/metrics/train/{r}.csv" for r in ("grpo_continuous", "grpo_e4_ppo1")]
     assert run_curves(config, 1234) == curves
     assert run_curves({**config, "analysis": {**other, "claims": None}}, 1234) == []
+
+
+def test_roles_let_a_config_s_runs_play_the_paper_s():
+    """analysis.claims.roles: the claims read the run that plays each role (a probe design's), on both
+    sides, in MeanOf / BestOf and in readable_if; ids stay and the paper's values follow the role."""
+    from maxk.analysis.claims import ROLES, paper_claims, with_roles
+
+    roles = {"bon_loo1": "k2_bon_loo1_e4", "grpo_continuous": "grpo_lr"}
+    renamed = {c.id: c for c in with_roles(CLAIMS, roles)}
+    assert [c.id for c in with_roles(CLAIMS, roles)] == [c.id for c in CLAIMS]
+    assert renamed["bon_mean_beats_bon_loo1"].b == "k2_bon_loo1_e4"
+    assert "k2_bon_loo1_e4" in renamed["inference_aware_raise_max_at_1"].a.runs
+    assert "bon_loo1" not in renamed["offpolicy_bon_best_max_at_large_k"].b.runs
+    assert renamed["continuous_beats_binary"].readable_if == ("grpo_lr",)
+    assert paper_claims(cfg()) == CLAIMS and "bon_loo1" in ROLES and "base" not in ROLES
+    with pytest.raises(ValueError, match=r"\['bon_lo1'\] name no run of the paper's claims"):
+        with_roles(CLAIMS, {"bon_lo1": "k2_bon_loo1_e4"})
+    # evaluated: the role's run is read (not the run of the paper's name), the paper's value is the role's
+    metrics = metrics_of(n=256, p=8, levels={"bon_loo1": -0.3})
+    metrics[("k2_bon_loo1_e4", "ds")] = metrics[("bon_mean", "ds")]
+    config = cfg(paper_dataset="CC", roles={"bon_loo1": "k2_bon_loo1_e4"})
+    config["models"]["k2_bon_loo1_e4"] = "BoN LOO-1 at k 2"
+    pairs, _ = claim_inputs(config)
+    assert ("k2_bon_loo1_e4", "ds") in pairs and ("bon_loo1", "ds") not in pairs
+    frame = evaluate_claims(config, metrics, entropy_of(metrics), seed=0, paper_lookup=paper_lookup)
+    row = frame.set_index("id").loc["bon_mean_beats_bon_loo1"]
+    assert row["b"] == "k2_bon_loo1_e4" and row["effect"] == 0.0  # the same frames: not bon_loo1's -0.3
+    plain = evaluate_claims(
+        cfg(paper_dataset="CC"), metrics, entropy_of(metrics), seed=0, paper_lookup=paper_lookup
+    )
+    assert row["paper_b"] == plain.set_index("id").loc["bon_mean_beats_bon_loo1", "paper_b"] is not None

@@ -23,6 +23,11 @@ For each claim, over the P problems both sides share (paired):
   ``(z(1 - alpha/m) + z(power)) * sd(a - b) / sqrt(P)``. An effect smaller than this is not
   evidence against the claim: the run is too small to see it.
 
+The claims name the paper's runs (``ROLES``: ``bon_loo1``, ``grpo_e4_ppo1``, ...). A config whose runs
+play them under other names (a probe design: ``k2_bon_loo1_e4`` for ``bon_loo1``) says so in
+``analysis.claims.roles`` (``paper_claims``, ``with_roles``): the claims then read those runs, the
+paper's values are still looked up by role, and the ids stay, so seeds pool as before.
+
 Where ``analysis.claims.paper_dataset`` names one of the paper's datasets (``CC``: CodeContests or
 its stand-in), the paper's published values of both sides are printed beside ours
 (``maxk.analysis.paper_results``), with the paper's effect ``paper_a - paper_b``.
@@ -53,7 +58,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -70,6 +75,7 @@ __all__ = [
     "COLUMNS",
     "INSTRUMENT_PARTS",
     "LARGE",
+    "ROLES",
     "BestOf",
     "Claim",
     "MeanOf",
@@ -78,9 +84,11 @@ __all__ = [
     "heldout_curve",
     "heldout_endpoints",
     "instrument_check",
+    "paper_claims",
     "render_claims_markdown",
     "render_instrument",
     "render_yardstick",
+    "with_roles",
     "yardstick_claims",
     "yardstick_models",
 ]
@@ -167,6 +175,39 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("rl_lowers_max_at_large_k", "RL (one or four epochs, PPO 1 or 3) lowers max@k at large k",
           "appendix B, table 4", "base", MeanOf(_RL), "max", LARGE),
 )  # fmt: skip
+
+#: the runs the paper's claims name (its roles): ``analysis.claims.roles`` may give each another run
+ROLES = tuple(sorted({r for c in CLAIMS for r in c.runs()} - {"base"}))
+
+
+def with_roles(claims: Sequence[Claim], roles: Mapping[str, str] | None) -> tuple[Claim, ...]:
+    """``claims`` with each run named in ``roles`` (``analysis.claims.roles``: paper run name -> the run
+    of this config that plays it, e.g. ``bon_loo1: k2_bon_loo1_e4``) replaced, on both sides and in
+    ``readable_if``; ids and statements unchanged, so the seeds' verdicts still pool by id. A role that
+    no claim names is an error (a typo would otherwise leave the paper's run in place silently)."""
+    roles = dict(roles or {})
+    unknown = sorted(set(roles) - set(ROLES))
+    if unknown:
+        raise ValueError(
+            f"analysis.claims.roles: {unknown} name no run of the paper's claims; roles: {list(ROLES)}"
+        )
+
+    def side(s: Side) -> Side:
+        if isinstance(s, str):
+            return roles.get(s, s)
+        return type(s)(tuple(roles.get(r, r) for r in s.runs))
+
+    return tuple(
+        replace(c, a=side(c.a), b=side(c.b),
+                readable_if=None if c.readable_if is None else tuple(roles.get(r, r) for r in c.readable_if))
+        for c in claims
+    )  # fmt: skip
+
+
+def paper_claims(cfg: Mapping) -> tuple[Claim, ...]:
+    """``CLAIMS`` read on this config's runs: ``with_roles(CLAIMS, analysis.claims.roles)``."""
+    return with_roles(CLAIMS, (cfg.get("claims") or {}).get("roles"))
+
 
 #: where the yardstick claims come from (not the paper)
 YARDSTICK_WHERE = "beyond the paper: Karan & Du 2025, arXiv 2510.14901"
@@ -325,11 +366,12 @@ def instrument_check(
     return out
 
 
-def claim_inputs(cfg: Mapping, claims: Sequence[Claim] = CLAIMS) -> tuple[list[tuple[str, str]], list]:
+def claim_inputs(cfg: Mapping, claims: Sequence[Claim] | None = None) -> tuple[list[tuple[str, str]], list]:
     """``(metrics pairs, samples pairs)`` the claims, the instrument check, the per-run learning
     table (every run of ``cfg["runs"]`` against the base) and the yardstick (every run against the
     base at each ``yardstick_temperatures``: ``yardstick_models``) read: (run, dataset), runs of
     ``analysis.models``."""
+    claims = paper_claims(cfg) if claims is None else claims
     dataset = cfg["claims"]["dataset"]
     known = set(cfg.get("models") or {})
     metrics, samples = set(), set()
@@ -404,7 +446,7 @@ def evaluate_claims(
     entropy: Mapping[tuple[str, str], pd.Series] | None = None,
     *,
     seed: int,
-    claims: Sequence[Claim] = CLAIMS,
+    claims: Sequence[Claim] | None = None,
     paper_lookup: Callable[[str, str, str, int], tuple[str, float] | None] | None = None,
     instrument_works: bool | None = None,
     differences: dict[str, pd.Series] | None = None,
@@ -425,7 +467,9 @@ def evaluate_claims(
     """
     from scipy.stats import wilcoxon
 
+    claims = paper_claims(cfg) if claims is None else claims
     ccfg = cfg["claims"]
+    role_of = {run: role for role, run in (ccfg.get("roles") or {}).items()}  # the paper knows the role
     dataset = ccfg["dataset"]
     cap, power = int(ccfg["large_k"]), float(ccfg["power"])
     sig, boot = cfg["significance"], cfg["bootstrap"]
@@ -484,7 +528,10 @@ def evaluate_claims(
         if paper_dataset and paper_lookup and claim.metric != "entropy":
             paper_k = cap if claim.k == LARGE else int(claim.k)
             row["paper_a"], row["paper_b"], row["paper_table"] = _paper_values(
-                claim, lambda run, _k=paper_k, _m=claim.metric: paper_lookup(run, paper_dataset, _m, _k)
+                claim,
+                lambda run, _k=paper_k, _m=claim.metric: paper_lookup(
+                    role_of.get(run, run), paper_dataset, _m, _k
+                ),
             )
             if row["paper_a"] is not None and row["paper_b"] is not None:
                 row["paper_effect"] = row["paper_a"] - row["paper_b"]
