@@ -215,6 +215,19 @@ def test_results_section_says_the_pooled_verdicts_first_where_the_run_pooled_see
     assert text.index("Pooled over the seeds") < text.index("Claims that hold")
 
 
+def test_results_section_counts_the_runs_that_beat_the_yardstick_on_each_seed(tmp_path: Path) -> None:
+    _run(tmp_path, {1234: ({"grpo_lowers_entropy"}, _instrument(0.031, True)), 3: (set(), None)})
+    assert "yardstick" not in R.results_section(tmp_path)  # no yardstick.csv: nothing said
+    path = tmp_path / Path(P.yardstick(1234)).relative_to(P.RESULTS)
+    verdicts = ["holds", "does not hold", "does not hold"]
+    pd.DataFrame({"id": ["a", "b", "c"], "verdict": verdicts}).to_csv(path, index=False)
+    text = _flat(R.results_section(tmp_path))
+    assert (
+        "Runs that beat the base re-tempered at their own objective (the yardstick): seed 1234 1 of 3."
+        in text
+    )
+
+
 def test_splice_block_and_inline_regions() -> None:
     out = R.splice(README, {"walltime": "about 21 minutes", "results": "| a |\n", "runtime": "table\nrow"})
     assert "Run it: <!-- walltime:begin -->about 21 minutes<!-- walltime:end --> on two cores." in out

@@ -165,6 +165,7 @@ def _below_seed(path: str) -> str:
 #: a seed's claims table and its per-run learning table, relative to the seed's directory
 CLAIMS_CSV = _below_seed(P.claims(0, "csv"))
 LEARNING_CSV = _below_seed(P.learning(0))
+YARDSTICK_CSV = _below_seed(P.yardstick(0))
 
 
 def _seed_dirs(results: Path) -> list[tuple[int, Path]]:
@@ -322,6 +323,22 @@ def _pooled(results: Path) -> list[str]:
     return out
 
 
+def _yardstick(seeds: Sequence[tuple[int, Path]]) -> list[str]:
+    """One sentence: on each seed, how many runs beat the base re-tempered (``claims/yardstick.csv``);
+    nothing where no seed has the file."""
+    counts = []
+    for seed, d in seeds:
+        rows = _read_claims(d / YARDSTICK_CSV) if (d / YARDSTICK_CSV).is_file() else []
+        if rows:
+            held = sum(_verdict_kind(r["verdict"]) == "holds" for r in rows)
+            counts.append(f"seed {seed} {held} of {len(rows)}")
+    if not counts:
+        return []
+    return [
+        f"Runs that beat the base re-tempered at their own objective (the yardstick): {', '.join(counts)}."
+    ]
+
+
 def results_section(results: Path) -> str:
     """The results of the run under ``results``, one row per seed (Markdown, ending in a newline)."""
     seeds = _seed_dirs(results)
@@ -376,6 +393,7 @@ def results_section(results: Path) -> str:
         text.append("No claim holds.")
     if others:
         text.append("The other verdicts: " + ", ".join(f"{k} {n}" for k, n in sorted(others.items())) + ".")
+    text += _yardstick(seeds)
     text.append(
         "Intervals: 95 % paired bootstrap over problems"
         + (f" (max@1 on `{dataset}`)" if dataset else "")
