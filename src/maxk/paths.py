@@ -194,7 +194,7 @@ def across_seeds(ext: str) -> str:
 
 
 def across_seeds_yardstick() -> str:
-    """The yardstick claims (``yardstick``) across the seeds of ``replicates`` (also in ``across_seeds.md``)."""
+    """The yardstick claims (``yardstick``) across the seeds of ``replicates`` (and ``across_seeds.md``)."""
     return f"{RESULTS}/claims/across_seeds_yardstick.csv"
 
 
