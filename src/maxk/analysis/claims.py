@@ -64,7 +64,7 @@ import numpy as np
 import pandas as pd
 
 from maxk.analysis.config import BOOTSTRAP, DECIMALS, SIGNIFICANCE
-from maxk.analysis.learning import own_objective, yardstick_models
+from maxk.analysis.learning import best_by_mean, own_objective, yardstick_models
 from maxk.analysis.per_problem import metric_column, parse_metric_column
 from maxk.analysis.stats import detectable_effect, holm, paired_interval
 from maxk.paths import BASE
@@ -418,7 +418,7 @@ def _combine(side: Side, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, 
         return values[side], side
     if isinstance(side, MeanOf):
         return np.mean([values[r] for r in side.runs], axis=0), _side_name(side)
-    best = max(side.runs, key=lambda r: (float(values[r].mean()), -side.runs.index(r)))
+    best = best_by_mean({r: float(values[r].mean()) for r in side.runs})
     return values[best], f"{best} (best of {', '.join(side.runs)})"
 
 

@@ -55,6 +55,8 @@ from maxk.seeds import derive_seed
 __all__ = [
     "LEARNING_COLUMNS",
     "PARTS",
+    "best_by_mean",
+    "best_tempered",
     "fmt_interval",
     "fmt_number",
     "gates",
@@ -85,18 +87,25 @@ def yardstick_models(cfg: Mapping) -> tuple[str, ...]:
     return tuple(tempered(t) for t in (cfg.get("claims") or {}).get("yardstick_temperatures") or ())
 
 
+def best_by_mean(means: Mapping[str, float]) -> str:
+    """The name with the highest mean; ties: the first listed (``claims.BestOf`` and the yardstick)."""
+    order = list(means)
+    return max(order, key=lambda name: (means[name], -order.index(name)))
+
+
 def best_tempered(
     metrics: Mapping[tuple[str, str], pd.DataFrame], models: tuple[str, ...], dataset: str, objective: str
 ) -> tuple[str, float] | None:
     """``(model, mean)`` of the base or tempered base (``models``, the base first) with the highest mean
-    ``objective`` on ``dataset`` (ties: the first listed, as ``claims.BestOf``); None where one is missing."""
-    means = []
+    ``objective`` on ``dataset`` (``best_by_mean``); None where one is missing."""
+    means = {}
     for model in (BASE, *models):
         frame = metrics.get((model, dataset))
         if frame is None or objective not in frame:
             return None
-        means.append((model, float(frame[objective].mean())))
-    return max(means, key=lambda m: (m[1], -means.index(m)))
+        means[model] = float(frame[objective].mean())
+    best = best_by_mean(means)
+    return best, means[best]
 
 
 def own_objective(settings: Mapping) -> tuple[str, int]:
@@ -183,6 +192,7 @@ def learning_table(
     limits = cfg["claims"]["offpolicy_regime"]
     alpha, power = (1 - float(boot["confidence"])) / 2, float(cfg["claims"]["power"])
     known = set(cfg.get("models") or {})
+    yardstick = yardstick_models(cfg)
     rows = []
     for run, settings in (cfg.get("runs") or {}).items():
         if run not in known:
@@ -214,7 +224,6 @@ def learning_table(
             if differences is not None:
                 differences[f"learned:{part}:{run}"] = pd.Series(d, index=index, name=run)
         row["learned"] = None if "test" not in per_part else bool(row["test_ci_low"] > 0)
-        yardstick = yardstick_models(cfg)
         best = best_tempered(metrics, yardstick, dataset, objective) if yardstick else None
         if best is not None and "test" in per_part:
             row.update(tempered_model=best[0], tempered_value=best[1],

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from maxk import paths as P
 from maxk.analysis.claims import claim_inputs
+from maxk.analysis.learning import yardstick_models
 from maxk.analysis.tables import table_specs
 
 Pairs = list[tuple[str, str]]
@@ -121,7 +122,7 @@ def analysis_targets(analysis: Mapping, seed: P.Seed) -> list[str]:
         out += [P.figure(seed, f"maxk_{d}", ext) for ext in ("pdf", "png")]
     if "claims" in analysis:
         out += [P.claims(seed, ext) for ext in ("csv", "md")]
-        out += [P.yardstick(seed)] if analysis["claims"].get("yardstick_temperatures") else []
+        out += [P.yardstick(seed)] if yardstick_models(analysis) else []
     out += metrics_files([(m, d) for m, d in analysis.get("checks") or []], seed)
     return out
 
@@ -164,7 +165,7 @@ def across_seed_inputs(config: Mapping) -> dict[str, list[str]]:
 
 def has_yardstick(config: Mapping) -> bool:
     """Whether the claims job writes the yardstick claims (``analysis.claims.yardstick_temperatures``)."""
-    return bool((config["analysis"].get("claims") or {}).get("yardstick_temperatures"))
+    return bool(yardstick_models(config["analysis"]))
 
 
 def across_seed_curve_pairs(analysis: Mapping) -> Pairs:
