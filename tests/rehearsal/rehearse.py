@@ -7,11 +7,14 @@
 It runs the real command line, from the repository root, on a scratch directory, in two phases:
 
 1. every job of the DAG, in one Snakemake process on this machine (the profile's settings, its executor
-   replaced: ``--profile slurm --executor local``): each job's command, inputs and outputs at the
-   paper config;
-2. one job of every rule the cluster runs (all but ``localrules``) again, through Slurm, one Snakemake
-   run each (``--profile slurm --force <one output of the rule>``): each rule's submission (partition,
-   GPUs, account: ``tests/fake_slurm/check_submission.py``), its job step and the outputs it leaves.
+   replaced: ``--profile slurm --executor local``, as many jobs at once as this machine has cores: the
+   profile's ``jobs: 64`` would otherwise run 64 on a laptop): each job's command, inputs and outputs
+   at the paper config;
+2. one job of every rule the cluster runs (all but ``localrules``) again, through Slurm, in one Snakemake
+   run (``--profile slurm --force <one output of each rule> --rerun-triggers params``): each rule's
+   submission (partition, GPUs, account: ``tests/fake_slurm/check_submission.py``), its job step and the
+   outputs it leaves. Only the forced jobs run: without mtime among the rerun triggers, a forced job's
+   new outputs do not make the finished jobs between it and another pick run again.
 
 Every job through Slurm would cost two Snakemake processes per job (the job step and its inner run:
 about 7 s of CPU each time, for ~130 jobs) and teach nothing the second phase does not: the rules'
@@ -186,6 +189,13 @@ def stage(config: dict, work: Path) -> dict[str, str]:
     }
 
 
+#: Phase one's options: the Slurm profile run here, as many jobs at once as this machine has cores.
+#: `--jobs` caps the jobs at once beside `--cores`: left at the profile's 64 (a cluster's queue),
+#: Snakemake 9 ran seven one-thread jobs at once on 2 cores.
+CORES = str(len(os.sched_getaffinity(0)))
+LOCAL = ("--profile", "slurm", "--executor", "local", "--cores", CORES, "--jobs", CORES)
+
+
 def snakemake(configfile: Path, work: Path, *args: str) -> list[str]:
     """The command line a user types (from the repository root), on the rehearsal's config and directory."""
     overlay = HERE / "overlay.yaml"
@@ -213,10 +223,7 @@ def one_output_per_submitted_rule(configfile: Path, work: Path, env: dict[str, s
         fields = line.split("\t")
         if len(fields) > 2 and fields[2] and fields[2] not in skip:
             picked[fields[2]] = min(picked.get(fields[2], fields[0]), fields[0])
-    # consumers first: a job forced after one whose outputs it reads would find them newer and run
-    # what lies between again (phase one finished every job after those it reads)
-    run = work / "run"
-    return dict(sorted(picked.items(), key=lambda item: -(run / item[1]).stat().st_mtime_ns))
+    return dict(sorted(picked.items()))
 
 
 def rehearse(configfile: Path, work: Path, extra: list[str] | None = None) -> int:
@@ -231,25 +238,29 @@ def rehearse(configfile: Path, work: Path, extra: list[str] | None = None) -> in
     ]
     greedy = ["--scheduler", "greedy"]  # the default ILP scheduler costs minutes of CPU over ~200 small jobs
     start = time.monotonic()
-    local = snakemake(configfile, work, "--profile", "slurm", "--executor", "local", "--cores", "all",
-                      *prioritize, *greedy, *(extra or []))  # fmt: skip
+    local = snakemake(configfile, work, *LOCAL, *prioritize, *greedy, *(extra or []))
     print("rehearsal, every job here:", " ".join(local[2:]), flush=True)
     rc = subprocess.run(local, cwd=ROOT, env=local_env).returncode
     print(f"rehearsal: every job here, exit {rc} after {time.monotonic() - start:.0f} s", flush=True)
     if rc != 0:
         return rc
-    # One Snakemake run per job: forced together, a job's rerun would make every later one of them that
-    # reads its outputs (and every job between) run again; one at a time, consumers first, nothing else runs.
+    return through_slurm(configfile, work, env, extra)
+
+
+def through_slurm(configfile: Path, work: Path, env: dict[str, str], extra: list[str] | None = None) -> int:
+    """Phase two, on phase one's finished tree: one job of each submitted rule again, through Slurm."""
+    # One Snakemake run for every pick. By mtime, a forced job's new outputs would make every finished job
+    # between it and a later pick that reads them run again (14 more jobs, measured): params only.
     targets = one_output_per_submitted_rule(configfile, work, env)
     print(f"rehearsal, one job of each rule through Slurm: {', '.join(targets)}", flush=True)
     poll = ["--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "1"]
     start = time.monotonic()
-    for rule, target in targets.items():
-        slurm = snakemake(configfile, work, "--profile", "slurm", *poll, *(extra or []), "--force", target)
-        print(f"rehearsal, {rule} through Slurm:", " ".join(slurm[2:]), flush=True)
-        rc = subprocess.run(slurm, cwd=ROOT, env=env).returncode
-        if rc != 0:
-            return rc
+    slurm = snakemake(configfile, work, "--profile", "slurm", *poll, "--rerun-triggers", "params",
+                      *(extra or []), "--force", *targets.values())  # fmt: skip
+    print("rehearsal, through Slurm:", " ".join(slurm[2:]), flush=True)
+    rc = subprocess.run(slurm, cwd=ROOT, env=env).returncode
+    if rc != 0:
+        return rc
     elapsed = time.monotonic() - start
     print(f"rehearsal: through Slurm, exit 0 after {elapsed:.0f} s; outputs in {work / 'run'}", flush=True)
     return 0

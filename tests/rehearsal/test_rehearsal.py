@@ -4,12 +4,14 @@ only sizes change (overlay.yaml), and the stand-ins replace what only a GPU clus
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
-from rehearse import HERE, ROOT, P, load_config, rehearse
+from rehearse import HERE, LOCAL, ROOT, P, load_config, rehearse
 
 from maxk.workflow.targets import final_targets
 
@@ -62,3 +64,21 @@ def test_paper_config_rehearsal(tmp_path):
     assert not missing, missing
     assert len(list((results / "scores").glob("*/*.parquet"))) > 50
     assert Path(tmp_path / "hf").is_dir()
+
+
+def test_the_local_phase_runs_as_many_jobs_at_once_as_there_are_cores(tmp_path):
+    """Phase one runs the Slurm profile here (``LOCAL``): its ``jobs: 64`` (a cluster's queue) must not
+    start more jobs at once than this machine has cores. Eight two-second jobs of one thread each, timed."""
+    (tmp_path / "Snakefile").write_text(
+        "rule all:\n    input: expand('o{i}', i=range(8))\n"
+        "rule a:\n    output: 'o{i}'\n    threads: 1\n"
+        "    shell: 'date +%s.%N > {output}; sleep 2; date +%s.%N >> {output}'\n"
+    )
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(tmp_path / "Snakefile"),
+           "--directory", str(tmp_path), *LOCAL, "--quiet"]  # fmt: skip
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    spans = [tuple(map(float, (tmp_path / f"o{i}").read_text().split())) for i in range(8)]
+    at_once = max(sum(a <= t < b for a, b in spans) for t, _ in spans)
+    cores = int(LOCAL[LOCAL.index("--cores") + 1])
+    assert 1 <= at_once <= cores, (at_once, cores)

@@ -173,14 +173,17 @@ def test_paper_config_plans_every_job_on_slurm() -> None:
 
 @pytest.mark.slow
 def test_small_dag_runs_through_the_real_slurm_plugin(tmp_path: Path) -> None:
-    """Base model -> one generation with a GPU request -> scoring, all submitted through sbatch."""
+    """Base model -> one generation in two shards with a GPU request each, merged -> scoring, all submitted
+    through sbatch (the merge and the shards' removal run here only: the end-to-end runs, like the
+    embedded default, have one shard per model and dataset)."""
     small = ROOT / "tests" / "workflow" / "config_small.yaml"  # an overlay on the embedded default
-    cfg = load_config(ROOT / "config" / "config.yaml", small)
     overlay = yaml.safe_load(small.read_text())
     gpu_shard = {"threads": 1, "mem_mb": 2000, "runtime": 20, "gpu": 1}
     overlay.setdefault("resources", {})["generate_shard"] = gpu_shard
+    overlay["generate"]["num_shards"] = 2
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(overlay))
+    cfg = load_config(ROOT / "config" / "config.yaml", config)
     state = tmp_path / "slurm"
     workdir = tmp_path / "work"
     res = run(
@@ -188,6 +191,7 @@ def test_small_dag_runs_through_the_real_slurm_plugin(tmp_path: Path) -> None:
             "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
             "--configfile", str(ROOT / "config" / "config.yaml"), str(config),
             "--profile", str(PROFILE), "--slurm-init-seconds-before-status-checks", "1",
+            "--seconds-between-status-checks", "1",
             P.scores(cfg["seed"], "base", "suite_test"),
         ],
         extra_env={
@@ -202,7 +206,10 @@ def test_small_dag_runs_through_the_real_slurm_plugin(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert (workdir / P.scores(cfg["seed"], "base", "suite_test")).is_file()
     rules = Counter(s["rule"] for s in submissions)
-    assert rules["generate_shard"] == cfg["generate"]["num_shards"] and rules["base_model"] == 1
+    assert rules["generate_shard"] == cfg["generate"]["num_shards"] == 2 and rules["base_model"] == 1
+    samples = workdir / P.samples(cfg["seed"], "base", "suite_test")
+    assert samples.is_file() and rules["merge_samples"] == 1  # merged, through sbatch too
+    assert not list(samples.parent.glob("*/shard*.parquet")), "shards are temp() and must be gone"
     assert rules["score"] == 1
     gpu_jobs = [s for s in submissions if s["rule"] == "generate_shard"]
     assert all(s["opts"]["gpus"] == "1" and s["opts"]["p"] == "gpu" for s in gpu_jobs)
