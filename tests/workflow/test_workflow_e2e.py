@@ -8,9 +8,9 @@ runs at ``--cores 1``, so the same run also shows that the cores granted do not 
 runs two seeds (``replicates``): under its own ``results/seed{seed}/``, each seed runs every job the
 across-seed claims table reads (its runs, samples, scores and claims), and the table joins them; the
 first seed runs its whole DAG (``clean_targets``: the second's tables and figures would repeat the same
-jobs under another seed). The killed run has the first seed
-only (``config_one_seed.yaml``: half the jobs), run for the outputs it is compared on (its tables,
-significance and claims: ``compared_outputs``), which must be the clean run's.
+jobs under another seed). The killed run has the first seed only (``config_one_seed.yaml``), run for
+the outputs it is compared on (its tables, significance and claims: ``compared_outputs``), which must be
+the clean run's.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def result_files(workdir: Path, pattern: str) -> dict[str, bytes]:
     }
 
 
-#: the seeds of the end-to-end config (``replicates``): two, so every seed-dependent job runs twice
+#: the seeds of the end-to-end config (``replicates``): two, so the jobs the across-seed table reads run twice
 SEEDS = load_config(ROOT / "config" / "config.yaml", SMALL)["replicates"]
 
 
