@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([sys.executable, "-m", "maxk", *job, str(out)], check=True, capture_output=True)
             cold.append((time.perf_counter() - start, children_cpu() - cpu))
         start, cpu = time.perf_counter(), time.process_time()
-        import pandas  # noqa: F401
+        import pandas as pd
         import torch  # noqa: F401
         import transformers.models.qwen2.modeling_qwen2  # noqa: F401
         from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401
@@ -115,8 +115,6 @@ def main(argv: list[str] | None = None) -> int:
             if os.waitstatus_to_exitcode(status) != 0:
                 raise SystemExit(f"the forked job {i} failed (exit {os.waitstatus_to_exitcode(status)})")
             warm.append((time.perf_counter() - start, children_cpu() - cpu))
-        import pandas as pd
-
         first = pd.read_parquet(work / "cold0.parquet")
         others = [f"cold{i}" for i in range(1, args.repeats)] + [f"warm{i}" for i in range(args.repeats)]
         same = all(first.equals(pd.read_parquet(work / f"{name}.parquet")) for name in others)

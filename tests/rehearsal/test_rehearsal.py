@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rehearse import HERE, LOCAL, ROOT, P, load_config, rehearse
+from rehearse import CORES, HERE, LOCAL, ROOT, P, load_config, rehearse
 
 from maxk.workflow.targets import final_targets
 
@@ -80,5 +80,4 @@ def test_the_local_phase_runs_as_many_jobs_at_once_as_there_are_cores(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     spans = [tuple(map(float, (tmp_path / f"o{i}").read_text().split())) for i in range(8)]
     at_once = max(sum(a <= t < b for a, b in spans) for t, _ in spans)
-    cores = int(LOCAL[LOCAL.index("--cores") + 1])
-    assert 1 <= at_once <= cores, (at_once, cores)
+    assert 1 <= at_once <= int(CORES), (at_once, CORES)
