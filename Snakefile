@@ -8,6 +8,7 @@ import os
 from snakemake.utils import min_version
 
 from maxk.config import compose, validate_config
+from maxk.workflow import jobserver
 
 min_version("9.0")
 
@@ -31,6 +32,22 @@ os.environ.update(MAXK_WORKFLOW_DIR=workflow.basedir)
 
 
 report: "workflow/report/workflow.rst"
+
+
+# Warm job starts (config key warm_start): a local run's jobs fork from one interpreter that has imported
+# what they import (maxk.workflow.jobserver; its log beside the jobs'). A cluster's jobs start cold.
+onstart:
+    if config["warm_start"] and workflow.local_exec:
+        os.makedirs(P.LOGS, exist_ok=True)
+        jobserver.start(os.getcwd(), log=os.path.join(P.LOGS, "job_server.log"))
+
+
+onsuccess:
+    jobserver.stop()
+
+
+onerror:
+    jobserver.stop()
 
 
 include: "workflow/rules/common.smk"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -37,6 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``maxk argv`` (default: the command line). A command-line call in a Snakemake job whose run
+    started a job server (``$MAXK_JOB_SERVER``, ``maxk.workflow.jobserver``) runs forked from it; with
+    none, or one that cannot run it, here."""
+    if argv is None and os.environ.get("MAXK_JOB_SERVER"):
+        from maxk.workflow.jobserver import forward
+
+        status = forward(sys.argv[1:])
+        if status is not None:
+            return status
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

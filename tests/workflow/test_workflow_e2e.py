@@ -350,6 +350,42 @@ def test_results_do_not_depend_on_the_cores(
         assert manifest["torch"]["threads"] == 2
 
 
+def test_warm_and_cold_jobs_write_the_same_bytes(clean_run: Path, tmp_path: Path) -> None:
+    """The clean run's jobs forked from the warm job server (``warm_start``, on by default;
+    ``maxk.workflow.jobserver``); run again, each from a fresh interpreter, a base model, a GRPO run,
+    a sample file and its scores are the same bytes (their timings aside)."""
+    import shutil
+
+    import pandas as pd
+
+    seed, run = SEEDS[0], "grpo_continuous"
+    log = (clean_run / P.LOGS / "job_server.log").read_text()
+    assert "runs cold" not in log, log
+    forked = [line for line in log.splitlines() if ": maxk " in line]  # the server's line per job it forked
+    for job in (f"maxk base --out {P.model_dir(seed, P.BASE)}", f"maxk train --out {P.model_dir(seed, run)}",
+                f"maxk score --output {P.scores(seed, P.BASE, 'suite_test')}"):  # fmt: skip
+        assert any(line.endswith(job) for line in forked), f"{job!r} did not fork from the server:\n{log}"
+    assert any("maxk generate --output" in line and "/base/suite_test" in line for line in forked), log
+    workdir = tmp_path / "cold"
+    shutil.copytree(clean_run, workdir, symlinks=True)
+    (workdir / P.LOGS / "job_server.log").unlink()
+    jobs = (P.model_dir(seed, P.BASE), P.train_metrics(seed, run), P.scores(seed, P.BASE, "suite_test"))
+    smk(workdir, "--force", *jobs, "--rerun-triggers", "mtime", "--config", "warm_start=False")
+    assert not (workdir / P.LOGS / "job_server.log").exists(), "warm_start=False started a job server"
+    for rel in (
+        P.model_dir(seed, P.BASE) + "/model.safetensors", P.base_curve(seed),
+        P.model_dir(seed, run) + "/model.safetensors", P.model_dir(seed, run) + "/tokenizer_config.json",
+        P.model_dir(seed, run) + "/config.json", P.samples(seed, P.BASE, "suite_test"),
+    ):  # fmt: skip
+        assert (workdir / rel).stat().st_mtime > (clean_run / rel).stat().st_mtime, f"{rel} was not redone"
+        assert (workdir / rel).read_bytes() == (clean_run / rel).read_bytes(), f"{rel}: warm != cold"
+    timings = ["step_time", "time/generation_s", "time/reward_s", "time/update_s"]
+    warm, cold = (pd.read_csv(d / P.train_metrics(seed, run)) for d in (clean_run, workdir))
+    pd.testing.assert_frame_equal(warm.drop(columns=timings), cold.drop(columns=timings))
+    warm, cold = (pd.read_parquet(d / P.scores(seed, P.BASE, "suite_test")) for d in (clean_run, workdir))
+    pd.testing.assert_frame_equal(warm.drop(columns="elapsed_s"), cold.drop(columns="elapsed_s"))
+
+
 def test_corrupt_sample_file_fails_its_job_clearly(clean_run: Path, tmp_path: Path) -> None:
     """A corrupt input names the job, the file and the cause; --keep-going keeps every other result."""
     import shutil

@@ -1,4 +1,5 @@
-"""``maxk provenance``: record the environment of a run (used by the ``environment`` rule)."""
+"""``maxk provenance``: record the environment of a run (used by the ``environment`` rule);
+``maxk job-server``: warm job starts for a local run (``maxk.workflow.jobserver``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config-json", required=True, help="the run's config as a JSON string")
     p.add_argument("--output", required=True, help="JSON file to write")
     p.set_defaults(handler=_provenance)
+
+    j = sub.add_parser(
+        "job-server",
+        help="serve warm job starts to one Snakemake run (started by the workflow)",
+        description=(
+            "Import what the pipeline's jobs import, then fork each `maxk` command of the run's jobs from "
+            "this warm interpreter (maxk.workflow.jobserver). The Snakefile starts one per local run "
+            "(config key warm_start) and stops it with the run; jobs find it through $MAXK_JOB_SERVER."
+        ),
+    )
+    j.add_argument("--socket", required=True, help="Unix socket path to listen on (in a 0700 directory)")
+    j.add_argument("--parent", type=int, help="exit when this process (the Snakemake run) is gone")
+    j.add_argument("--workdir", help="the run's working directory (named in the command line, for `ps`)")
+    j.set_defaults(handler=_job_server)
+
+
+def _job_server(args: argparse.Namespace) -> int:
+    from maxk.workflow.jobserver import serve
+
+    return serve(args.socket, parent=args.parent)
 
 
 def _provenance(args: argparse.Namespace) -> int:

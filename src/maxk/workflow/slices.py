@@ -18,7 +18,7 @@ Each command reads back exactly the shape its slice has here. ``config`` is the 
                        objective settings (``learning_settings``: method, reward, k, n, PPO iterations)
     analysis_across_seeds  the same, for the claims across the seeds
     analysis_lab       analysis.lab
-    environment        all of it (the provenance record hashes the whole config)
+    environment        all of it but `warm_start` (the provenance record hashes the config)
 
 A rule of one seed's run passes its ``seed`` wildcard (``config_json(..., seed=wc.seed)``): its
 slice's ``seed`` is that replicate's, so each seed's jobs rerun on their own.
@@ -138,7 +138,9 @@ def analysis_lab(config: Config, _: str | None = None) -> Config:
 
 
 def environment(config: Config, _: str | None = None) -> Config:
-    return config
+    """The whole config but how its jobs start (``warm_start``: the same bytes either way, checked by
+    ``tests/workflow/test_workflow_e2e.py``), so switching it reruns nothing."""
+    return {k: v for k, v in config.items() if k != "warm_start"}
 
 
 #: rule name -> its slice. The tables, significance and figure rules share ``analysis``.
