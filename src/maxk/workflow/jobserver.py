@@ -45,6 +45,7 @@ import importlib
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -270,7 +271,8 @@ def start(workdir: str, log: str | None = None) -> Handle:
     directory = tempfile.mkdtemp(prefix="maxk-jobs-")  # 0700: only this user reaches the socket
     env = {k: v for k, v in os.environ.items() if k != SERVER_VAR}
     # the working directory in the command line: `ps` (and the end-to-end test) tells whose jobs these are
-    cmd = ["maxk", "job-server", "--socket", os.path.join(directory, "jobs.sock")]
+    maxk = ["maxk"] if shutil.which("maxk") else [sys.executable, "-m", "maxk"]
+    cmd = [*maxk, "job-server", "--socket", os.path.join(directory, "jobs.sock")]
     cmd += ["--parent", str(os.getpid()), "--workdir", os.path.abspath(workdir)]
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (handed to the child)
     try:
