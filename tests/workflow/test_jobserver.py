@@ -132,7 +132,7 @@ def test_a_forked_job_gets_the_clients_arguments_directory_umask_environment_and
     res = server.run("report", "7", env=env, cwd=tmp_path, umask=0o027)
     assert res.returncode == 7, res.stderr  # the job's status is the client's
     report = json.loads(res.stdout)
-    assert report["argv"] == ["report", "7"] and report["argv0"] == ["maxk", "report", "7"]
+    assert report["argv"] == ["report", "7"] and report["argv0"] == ["-c", "report", "7"]  # the client's
     assert report["cwd"] == str(tmp_path) and report["umask"] == 0o027
     assert report["sid"], "the job is not its own session's leader"
     assert report["threads"] == 1, "torch's threads are not the job's OMP_NUM_THREADS"
@@ -154,6 +154,16 @@ def test_another_environment_runs_cold_and_says_why(server: Served) -> None:
     res = server.run("report", "0", env=dict(server.env, ATEN_CPU_CAPABILITY="default"))
     assert res.returncode == 100, "a job whose import-time environment differs must not fork"
     assert "differs in ATEN_CPU_CAPABILITY" in server.log.read_text()
+
+
+def test_other_resource_limits_run_cold(server: Served) -> None:
+    import resource
+
+    def lower() -> None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 512) - 1, hard))
+
+    assert server.run("report", "0", preexec_fn=lower).returncode == 100
 
 
 def test_no_server_runs_cold(tmp_path: Path) -> None:
@@ -257,6 +267,10 @@ def test_the_fingerprint_ignores_only_the_per_job_variables() -> None:
     for changed in others:
         assert jobserver.fingerprint(changed) != jobserver.fingerprint(base), changed
     assert jobserver.fingerprint(base, "/other/python") != jobserver.fingerprint(base)
+    facts = jobserver.process_facts()
+    assert jobserver.fingerprint(base, facts=facts) == jobserver.fingerprint(base)
+    one, other = ([[cpu], facts[1]] for cpu in (0, 1))
+    assert jobserver.fingerprint(base, facts=one) != jobserver.fingerprint(base, facts=other)
 
 
 def test_describe_names_the_subcommand_and_its_output() -> None:

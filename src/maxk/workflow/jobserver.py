@@ -117,13 +117,29 @@ _PR_SET_PDEATHSIG = 1
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
-def fingerprint(env: Mapping[str, str], executable: str | None = None) -> str:
-    """What a job's environment must share with the server's: every variable but ``PER_JOB_VARS``, the
-    interpreter and the ``maxk`` package it runs."""
+#: resource limits a job inherits from its parent: a forked job has the server's, so they must agree
+_RLIMITS = ("RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_NOFILE",
+            "RLIMIT_NPROC", "RLIMIT_STACK")  # fmt: skip
+
+
+def process_facts() -> list[Any]:
+    """What a process inherits besides its environment and a fork would not hand over: its CPU affinity
+    (torch's default thread count follows it) and its resource limits."""
+    import resource
+
+    limits = [[name, *resource.getrlimit(getattr(resource, name))] for name in _RLIMITS]
+    return [sorted(os.sched_getaffinity(0)), limits]
+
+
+def fingerprint(env: Mapping[str, str], executable: str | None = None, facts: list[Any] | None = None) -> str:
+    """What a job must share with the server: every environment variable but ``PER_JOB_VARS``, the
+    interpreter and the ``maxk`` package it runs, its CPU affinity and resource limits (``facts``,
+    default this process's)."""
     import maxk
 
     fixed = sorted((k, v) for k, v in env.items() if k not in PER_JOB_VARS)
     ident = [os.path.realpath(executable or sys.executable), os.path.realpath(maxk.__file__), fixed]
+    ident.append(process_facts() if facts is None else facts)
     return hashlib.sha256(json.dumps(ident).encode()).hexdigest()
 
 
@@ -147,6 +163,7 @@ def forward(argv: Sequence[str], path: str | None = None) -> int | None:
         request = json.dumps(
             {
                 "argv": list(argv),
+                "argv0": sys.argv[0],
                 "cwd": os.getcwd(),
                 "env": dict(os.environ),
                 "umask": _umask(),
@@ -480,7 +497,8 @@ class Server:
             env = request.get("env", {})
             keys = (set(env) | set(self.start_env)) - PER_JOB_VARS
             names = sorted(k for k in keys if env.get(k) != self.start_env.get(k))
-            return f"another environment (differs in {', '.join(names) or 'the interpreter or maxk'})"
+            what = ", ".join(names) or "the interpreter, maxk, the CPU affinity or the limits"
+            return f"another environment (differs in {what})"
         return None
 
     def _from_client(self, pid: int) -> None:
@@ -551,6 +569,10 @@ def describe(argv: Sequence[str]) -> str:
     return "maxk " + " ".join(words)
 
 
+#: in a job: the server's standard output and error objects, replaced but perhaps held by a library
+_SERVER_STREAMS: list[Any] = []
+
+
 def become_job(
     request: dict[str, Any], import_env: Mapping[str, str] = {}, import_unset: Sequence[str] = ()
 ) -> None:
@@ -568,7 +590,7 @@ def become_job(
     os.environ.update(import_env)
     for name in import_unset:
         os.environ.pop(name, None)
-    sys.argv = ["maxk", *request["argv"]]
+    sys.argv = [request.get("argv0") or "maxk", *request["argv"]]
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
     streams = []
     for fd, mode in ((0, "r"), (1, "w"), (2, "w")):
@@ -584,6 +606,7 @@ def become_job(
                 write_through=unbuffered and mode == "w",
             )
         )
+    _SERVER_STREAMS[:] = [sys.stdout, sys.stderr]  # a library may hold them (a handler made at import)
     sys.stdin, sys.stdout, sys.stderr = streams
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
     tempfile.tempdir = None  # chosen again from this job's TMPDIR
@@ -652,7 +675,7 @@ def run_entry(entry: Callable[[list[str]], int | None], argv: list[str]) -> int:
         code = 1
     with contextlib.suppress(BaseException):
         atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
+    for stream in (sys.stdout, sys.stderr, *_SERVER_STREAMS):  # the server's: now on the job's fds
         with contextlib.suppress(BaseException):
             stream.flush()
     return int(code) & 0xFF
