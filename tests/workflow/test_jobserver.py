@@ -41,6 +41,9 @@ def main(argv):
         Path(argv[1]).write_text(str(os.getpid()))
         time.sleep(60)
         return 0
+    if what == "import":
+        print(__import__(argv[1]).__file__)
+        return 0
     if what == "raise":
         raise ValueError("the probe fails")
     if what == "exit":
@@ -154,6 +157,30 @@ def test_another_environment_runs_cold_and_says_why(server: Served) -> None:
     res = server.run("report", "0", env=dict(server.env, ATEN_CPU_CAPABILITY="default"))
     assert res.returncode == 100, "a job whose import-time environment differs must not fork"
     assert "differs in ATEN_CPU_CAPABILITY" in server.log.read_text()
+
+
+def test_directories_before_the_servers_python_path_are_the_jobs_unless_they_shadow_its_modules(
+    server: Served, tmp_path: Path
+) -> None:
+    (tmp_path / "stand_in_only_here.py").write_text("")
+    env = dict(server.env, PYTHONPATH=f"{tmp_path}:{server.env['PYTHONPATH']}")
+    res = server.run("import", "stand_in_only_here", env=env)
+    assert res.returncode == 0 and res.stdout.strip() == str(tmp_path / "stand_in_only_here.py"), res.stderr
+    (tmp_path / "torch.py").write_text("")  # torch: imported by the server, shadowed here
+    assert server.run("import", "stand_in_only_here", env=env).returncode == 100
+    assert "another PYTHONPATH" in server.log.read_text()
+
+
+def test_extra_python_path(tmp_path: Path) -> None:
+    assert jobserver.extra_python_path("/a:/b", "/a:/b") == []
+    assert jobserver.extra_python_path("/nowhere:/a", "/a") == ["/nowhere"]
+    assert jobserver.extra_python_path("/a", "/a:/b") is None  # the server's is not its tail
+    assert jobserver.extra_python_path("/b:/a", "/c") is None
+    assert jobserver.extra_python_path("rel:/a", "/a") is None  # relative: the working directory's
+    assert jobserver.extra_python_path(":/a", "/a") is None
+    assert jobserver.extra_python_path(f"{tmp_path}:/a", "/a") == [str(tmp_path)]
+    (tmp_path / "json.py").write_text("")  # json: imported here (as in every server)
+    assert jobserver.extra_python_path(f"{tmp_path}:/a", "/a") is None
 
 
 def test_other_resource_limits_run_cold(server: Served) -> None:

@@ -13,11 +13,12 @@ and the child becomes the job: its own session, those descriptors, that director
 What makes a forked job the job a fresh interpreter would have run:
 
 - **Same inputs.** The client sends its whole environment. Variables read when a library is imported
-  (``ATEN_CPU_CAPABILITY``, ``HF_HUB_OFFLINE``, ``PYTHONPATH``, ``PATH`` with another environment's
-  Python) cannot be changed after the server imported it, so the server only takes a job whose
-  environment equals its own but for the variables Snakemake sets per job (``PER_JOB_VARS``: the
-  thread counts, the temporary directory, the shell's own), on the same interpreter and the same
-  ``maxk``: otherwise the client runs the job itself, as without a server.
+  (``ATEN_CPU_CAPABILITY``, ``HF_HUB_OFFLINE``, ``PATH`` with another environment's Python) cannot
+  be changed after the server imported it, so the server only takes a job whose environment equals
+  its own but for the variables Snakemake sets per job (``PER_JOB_VARS``: the thread counts, the
+  temporary directory, the shell's own) and directories put before its ``PYTHONPATH`` that shadow
+  none of its modules (``extra_python_path``), on the same interpreter, ``maxk``, CPU affinity and
+  resource limits: otherwise the client runs the job itself, as without a server.
 - **Same numerics.** torch's thread count is read at import: the child sets it from the job's
   ``OMP_NUM_THREADS`` (what a fresh torch would read). The server computes nothing (it imports), so
   torch's random generators, its CPU-capability choice and OpenMP's threads are a fresh process's.
@@ -132,15 +133,36 @@ def process_facts() -> list[Any]:
 
 
 def fingerprint(env: Mapping[str, str], executable: str | None = None, facts: list[Any] | None = None) -> str:
-    """What a job must share with the server: every environment variable but ``PER_JOB_VARS``, the
-    interpreter and the ``maxk`` package it runs, its CPU affinity and resource limits (``facts``,
-    default this process's)."""
+    """What a job must share with the server: every environment variable but ``PER_JOB_VARS`` and
+    ``PYTHONPATH`` (checked apart: ``extra_python_path``), the interpreter and the ``maxk`` package it
+    runs, its CPU affinity and resource limits (``facts``, default this process's)."""
     import maxk
 
-    fixed = sorted((k, v) for k, v in env.items() if k not in PER_JOB_VARS)
+    fixed = sorted((k, v) for k, v in env.items() if k not in PER_JOB_VARS and k != "PYTHONPATH")
     ident = [os.path.realpath(executable or sys.executable), os.path.realpath(maxk.__file__), fixed]
     ident.append(process_facts() if facts is None else facts)
     return hashlib.sha256(json.dumps(ident).encode()).hexdigest()
+
+
+def extra_python_path(job: str, server: str) -> list[str] | None:
+    """The directories a job's ``PYTHONPATH`` puts before the server's, which a forked job can add to its
+    ``sys.path`` as a fresh interpreter would (the rehearsal's generation jobs see a vLLM stand-in so);
+    None where it cannot: the server's is not its tail, an entry is empty or relative (both mean the
+    working directory), or one provides a module the server has imported (the job would get the
+    server's, where a fresh interpreter imports the entry's)."""
+    parts = job.split(os.pathsep) if job else []
+    tail = server.split(os.pathsep) if server else []
+    if len(parts) < len(tail) or parts[len(parts) - len(tail) :] != tail:
+        return None
+    extra = parts[: len(parts) - len(tail)]
+    if any(not os.path.isabs(p) for p in extra):
+        return None
+    imported = {name.partition(".")[0] for name in sys.modules}
+    for directory in extra:
+        with contextlib.suppress(OSError):
+            if {entry.partition(".")[0] for entry in os.listdir(directory)} & imported:
+                return None
+    return extra
 
 
 # --- the client --------------------------------------------------------------------------------------
@@ -493,9 +515,13 @@ class Server:
         _, uid, _ = struct.unpack("3i", creds)
         if uid != os.getuid():
             return f"uid {uid} is not the server's"
+        env = request.get("env", {})
+        extra = extra_python_path(env.get("PYTHONPATH", ""), self.start_env.get("PYTHONPATH", ""))
+        if extra is None:
+            return "another PYTHONPATH (not the server's with directories before it that shadow nothing)"
+        request["extra_path"] = extra
         if request.get("fingerprint") != self.fingerprint:
-            env = request.get("env", {})
-            keys = (set(env) | set(self.start_env)) - PER_JOB_VARS
+            keys = (set(env) | set(self.start_env)) - PER_JOB_VARS - {"PYTHONPATH"}
             names = sorted(k for k in keys if env.get(k) != self.start_env.get(k))
             what = ", ".join(names) or "the interpreter, maxk, the CPU affinity or the limits"
             return f"another environment (differs in {what})"
@@ -591,6 +617,9 @@ def become_job(
     for name in import_unset:
         os.environ.pop(name, None)
     sys.argv = [request.get("argv0") or "maxk", *request["argv"]]
+    if request.get("extra_path"):  # where a fresh interpreter puts PYTHONPATH: after the script's directory
+        sys.path[1:1] = request["extra_path"]
+        importlib.invalidate_caches()
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
     streams = []
     for fd, mode in ((0, "r"), (1, "w"), (2, "w")):
