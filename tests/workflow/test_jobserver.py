@@ -279,6 +279,13 @@ def test_another_user_cannot_start_a_job(tmp_path: Path) -> None:
         shutil.rmtree(sock_dir, ignore_errors=True)
 
 
+def test_a_gpu_machine_serves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDA context does not survive a fork: on a machine with a GPU driver every job starts cold."""
+    monkeypatch.setattr(jobserver, "GPU_DEVICES", (str(tmp_path),))  # a device file that exists
+    assert jobserver.serve(str(tmp_path / "jobs.sock"), modules=("no_such_module_to_import",)) == 0
+    assert not (tmp_path / "jobs.sock").exists()
+
+
 def test_every_preloaded_module_exists() -> None:
     """A renamed module would only cost time (the job imports it itself): this says so at once."""
     import importlib.util

@@ -710,6 +710,17 @@ def run_entry(entry: Callable[[list[str]], int | None], argv: list[str]) -> int:
     return int(code) & 0xFF
 
 
+#: device files of a GPU driver (NVIDIA's, AMD's ROCm)
+GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd")
+
+
+def gpu_present() -> bool:
+    """Whether this machine has a GPU driver: the server then serves nothing (its clients start cold).
+    torch's ``cuda.is_available()``, which an import may call, initialises CUDA, and a forked child
+    cannot use CUDA after its parent did: the warm start is for the CPU-only miniature."""
+    return any(os.path.exists(device) for device in GPU_DEVICES)
+
+
 def serve(path: str, parent: int | None = None, entry: str = ENTRY, modules: Sequence[str] = PRELOAD) -> int:
     """The ``maxk job-server`` process: preload ``modules``, then fork a job per client until stopped
     (``SIGTERM``) or its ``parent`` is gone."""
@@ -717,6 +728,9 @@ def serve(path: str, parent: int | None = None, entry: str = ENTRY, modules: Seq
         _set_pdeathsig(signal.SIGTERM)
         if os.getppid() != parent:
             return 0
+    if gpu_present():
+        _log("a GPU machine: every job starts cold (a CUDA context made at import dies in a fork)")
+        return 0
     started, start_env = time.perf_counter(), dict(os.environ)
     preload(modules)
     import gc
