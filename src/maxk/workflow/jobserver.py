@@ -528,6 +528,8 @@ class Server:
         return None
 
     def _from_client(self, pid: int) -> None:
+        if pid not in self.jobs:  # reaped earlier in the same batch of events
+            return
         conn, _ = self.jobs[pid]
         try:
             data = conn.recv(64)
