@@ -286,6 +286,20 @@ def test_a_gpu_machine_serves_nothing(tmp_path: Path, monkeypatch: pytest.Monkey
     assert not (tmp_path / "jobs.sock").exists()
 
 
+def test_an_event_for_a_job_already_reaped_is_ignored(tmp_path: Path) -> None:
+    """Its client's end and its exit can come in one batch of events, the exit handled first."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    wakeup = signal.set_wakeup_fd(-1)
+    server = jobserver.Server(str(tmp_path / "jobs.sock"), None, entry="json:dumps")
+    try:
+        server._from_client(999999999)
+    finally:
+        server.close()
+        signal.set_wakeup_fd(wakeup)  # this process's own, as before the server took them
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
 def test_every_preloaded_module_exists() -> None:
     """A renamed module would only cost time (the job imports it itself): this says so at once."""
     import importlib.util
