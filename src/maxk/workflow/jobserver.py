@@ -456,8 +456,12 @@ class Server:
             conn, pidfd = self.jobs.pop(pid)
             conn.close()
             os.close(pidfd)
+        directory = os.path.dirname(self.path)  # its socket, the pid file and their directory
+        for name in (self.path, os.path.join(directory, PID_FILE)):
+            with contextlib.suppress(OSError):
+                os.unlink(name)
         with contextlib.suppress(OSError):
-            os.unlink(self.path)
+            os.rmdir(directory)  # only where nothing else is in it
         self.listener.close()
         _log("stopped")
 
