@@ -25,7 +25,6 @@ share of it.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -38,9 +37,9 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from roofline import linear_flop_per_token, roofline_line, training_roofline  # noqa: E402
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from maxk.hf_hub import go_offline  # noqa: E402
+
+go_offline()
 
 
 def build_model(cfg: dict, directory: Path) -> str:

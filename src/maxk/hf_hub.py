@@ -31,6 +31,26 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def go_offline() -> None:
+    """Never contact the hub (unless this environment already says otherwise): ``HF_HUB_OFFLINE``,
+    telemetry off, no tokenizers thread pool. Set before the Hugging Face libraries are imported, and,
+    where they were imported already (a job forked from the warm job server,
+    ``maxk.workflow.jobserver``), also in ``huggingface_hub.constants``, which reads these variables
+    once, at import: without it a forked job saved ``local_files_only: false`` in its tokenizer config
+    where a fresh one saves ``true``."""
+    import sys
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:  # the library's own expressions for the two (huggingface_hub 1.x-2.x)
+        env = os.environ.get
+        constants.HF_HUB_OFFLINE = constants._is_true(env("HF_HUB_OFFLINE") or env("TRANSFORMERS_OFFLINE"))
+        telemetry_off = ("HF_HUB_DISABLE_TELEMETRY", "DISABLE_TELEMETRY", "DO_NOT_TRACK")
+        constants.HF_HUB_DISABLE_TELEMETRY = any(constants._is_true(env(var)) for var in telemetry_off)
+
+
 def resolve_model(ref: str, revision: str | None = None) -> str:
     """A local directory holding the model ``ref`` (see the module docstring).
 

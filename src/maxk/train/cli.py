@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from typing import Any
+
+from maxk.hf_hub import go_offline
 
 
 def _config(text: str) -> dict[str, Any]:
@@ -22,23 +23,6 @@ def _config(text: str) -> dict[str, Any]:
     if not isinstance(cfg, dict):
         raise UserError("--config-json must be a JSON object")
     return cfg
-
-
-def _offline() -> None:
-    """A training job never contacts the hub (unless the user's environment says otherwise). Set before
-    the Hugging Face libraries are imported, and, where they were imported before (a job forked from the
-    warm job server, ``maxk.workflow.jobserver``), also in ``huggingface_hub.constants``, which reads
-    these variables once, at import: without it a forked job saved ``local_files_only: false`` in its
-    tokenizer config where a fresh one saves ``true``."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    constants = sys.modules.get("huggingface_hub.constants")
-    if constants is not None:  # the library's own expressions for the two (huggingface_hub 1.x-2.x)
-        env = os.environ.get
-        constants.HF_HUB_OFFLINE = constants._is_true(env("HF_HUB_OFFLINE") or env("TRANSFORMERS_OFFLINE"))
-        telemetry_off = ("HF_HUB_DISABLE_TELEMETRY", "DISABLE_TELEMETRY", "DO_NOT_TRACK")
-        constants.HF_HUB_DISABLE_TELEMETRY = any(constants._is_true(env(var)) for var in telemetry_off)
 
 
 def _job_config(config_json: str, keys: tuple[str, ...], paths: tuple[str, ...]) -> dict[str, Any]:
@@ -70,7 +54,7 @@ def _model_dir(model: str, revision: str | None) -> str:
         path = resolve_model(model, revision)
     except ModelNotFoundError as exc:
         raise UserError(str(exc)) from None
-    _offline()
+    go_offline()
     return path
 
 
@@ -111,7 +95,7 @@ def _base(args: argparse.Namespace) -> int:
     cfg = _job_config(args.config_json, ("seed", "base_model"), paths)
     if args.threads is not None:
         cfg["base_model"]["threads"] = args.threads
-    _offline()
+    go_offline()
     from maxk.train.base import build_base_model
 
     manifest = build_base_model(
