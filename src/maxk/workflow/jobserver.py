@@ -33,8 +33,9 @@ What makes a forked job the job a fresh interpreter would have run:
 - **Only the owner.** The socket lies in a fresh ``0700`` directory and the server checks the peer's
   uid (``SO_PEERCRED``): no other user can start a job in it.
 
-No server (a cluster executor, ``warm_start: false``, a server not yet up or gone): ``maxk`` runs the
-job itself. The server is local to one machine: a Slurm job's ``maxk`` finds no server and starts cold.
+No server (a cluster executor, ``warm_start: false``, a machine with a GPU driver, a server gone):
+``maxk`` runs the job itself; one still importing is waited for. The server is local to one machine: a
+Slurm job's ``maxk`` finds no server and starts cold.
 """
 
 from __future__ import annotations
@@ -303,8 +304,8 @@ _started: Handle | None = None
 def start(workdir: str, log: str | None = None) -> Handle:
     """Start a server for this process's jobs (the Snakefile's ``onstart``): it runs ``maxk job-server``
     (the ``maxk`` on ``PATH``, the jobs' own), dies with this process, and is found by the jobs through
-    ``$MAXK_JOB_SERVER``, set here. Returns at once: jobs that start before the server has imported
-    what it preloads run cold."""
+    ``$MAXK_JOB_SERVER``, set here. Returns at once: jobs that start while the server imports what it
+    preloads wait for it (its pid file, ``_wait_until_up``)."""
     global _started
     stop()
     directory = tempfile.mkdtemp(prefix="maxk-jobs-")  # 0700: only this user reaches the socket
@@ -329,7 +330,7 @@ def start(workdir: str, log: str | None = None) -> Handle:
 
 
 def stop(timeout: float = 10.0) -> None:
-    """Stop the server ``start`` started (its running jobs are killed), if any; remove its socket."""
+    """Stop the server ``start`` started (its running jobs are killed), if any."""
     global _started
     handle, _started = _started, None
     os.environ.pop(SERVER_VAR, None)
@@ -342,11 +343,18 @@ def stop(timeout: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             handle.proc.kill()
             handle.proc.wait()
-    for name in (handle.socket, os.path.join(handle.directory, PID_FILE)):
+    remove_socket(handle.socket)  # the server removes it itself, unless it was killed outright
+
+
+def remove_socket(path: str) -> None:
+    """Remove the socket at ``path``, the pid file beside it and their directory (if nothing else is in
+    it)."""
+    directory = os.path.dirname(path)
+    for name in (path, os.path.join(directory, PID_FILE)):
         with contextlib.suppress(OSError):
             os.unlink(name)
     with contextlib.suppress(OSError):
-        os.rmdir(handle.directory)
+        os.rmdir(directory)
 
 
 # --- the server -----------------------------------------------------------------------------------------
@@ -456,12 +464,7 @@ class Server:
             conn, pidfd = self.jobs.pop(pid)
             conn.close()
             os.close(pidfd)
-        directory = os.path.dirname(self.path)  # its socket, the pid file and their directory
-        for name in (self.path, os.path.join(directory, PID_FILE)):
-            with contextlib.suppress(OSError):
-                os.unlink(name)
-        with contextlib.suppress(OSError):
-            os.rmdir(directory)  # only where nothing else is in it
+        remove_socket(self.path)
         self.listener.close()
         _log("stopped")
 
@@ -749,14 +752,3 @@ def serve(path: str, parent: int | None = None, entry: str = ENTRY, modules: Seq
     Server(path, parent, entry, start_env).run()
     return 0
 
-
-def listening(path: Path | str) -> bool:
-    """Whether a server listens at ``path`` (for tests and diagnostics)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(str(path))
-        return True
-    except OSError:
-        return False
-    finally:
-        sock.close()
