@@ -29,7 +29,11 @@ def test_the_overlay_changes_sizes_only():
 
 
 @pytest.mark.slow
-def test_paper_config_rehearsal(tmp_path):
+def test_paper_config_rehearsal(tmp_path, monkeypatch):
+    """Under ATen's other kernel path (``ATEN_CPU_CAPABILITY=default``, its unvectorised kernels): the
+    end-to-end runs take this CPU's own, so the suite runs the pipeline and its reports under both; another
+    CPU type gives other bytes, and must never give a failure (docs/design.md#reproducibility)."""
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     paper = ROOT / "config" / "paper.yaml"
     assert rehearse(paper, tmp_path) == 0
     config = load_config([paper, HERE / "overlay.yaml"])
@@ -63,6 +67,9 @@ def test_paper_config_rehearsal(tmp_path):
     missing = [t for t in final_targets(config) if not (tmp_path / "run" / t).exists()]
     assert not missing, missing
     assert len(list((results / "scores").glob("*/*.parquet"))) > 50
+    trained, sampled = results / "models" / "grpo_continuous", results / "samples" / "grpo_continuous"
+    for manifest in (trained / "provenance.json", sampled / "codecontests_test.manifest.json"):
+        assert '"torch_capability": "DEFAULT"' in manifest.read_text(), f"{manifest}: another kernel path"
     assert Path(tmp_path / "hf").is_dir()
 
 

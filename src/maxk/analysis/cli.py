@@ -229,6 +229,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default: 10000)")
     q.set_defaults(handler=_compare)
 
+    q = s.add_parser(
+        "side-by-side",
+        help="two or more results trees' verdicts side by side: what flips with other bytes "
+        "(no --config-json)",
+        description="For the seeds every tree has: each run's test-set reading of its own objective, each "
+        "claim's and yardstick claim's verdict per seed and, where every tree has an across-seed report, "
+        "pooled; a row flips when its verdict's kind (or a run's 'learned') differs between the trees "
+        "(maxk.analysis.side_by_side). E.g. the default run twice, once under ATEN_CPU_CAPABILITY=default. "
+        "Prints Markdown, or writes it with --md.",
+    )
+    q.add_argument("results", nargs="+", metavar="RESULTS", help="results directories (a run's results/)")
+    q.add_argument(
+        "--label", action="append", help="a name per RESULTS, in order (default: its parent directory's name)"
+    )
+    q.add_argument("--md", default=None, help="Markdown file to write (default: print)")
+    q.add_argument("--decimals", type=int, default=3, help="decimals of the effects (default: 3)")
+    q.set_defaults(handler=_side_by_side)
+
 
 def _cfg(args: argparse.Namespace) -> dict:
     from maxk.cli import UserError
@@ -867,4 +885,28 @@ def _compare(args: argparse.Namespace) -> int:
             heldout_rise(pd.read_csv(csv), seed=args.seed, resamples=args.resamples) if csv.exists() else None
         )
     print(render_comparison(table, curves), end="")
+    return 0
+
+
+def _side_by_side(args: argparse.Namespace) -> int:
+    from maxk.analysis.side_by_side import read_tree, render
+    from maxk.cli import UserError
+
+    if len(args.results) < 2:
+        raise UserError("side-by-side: give two or more RESULTS directories")
+    labels = args.label or [Path(r).resolve().parent.name for r in args.results]
+    if len(labels) != len(args.results):
+        raise UserError(f"side-by-side: {len(args.results)} RESULTS but {len(labels)} --label")
+    try:
+        text = render([read_tree(Path(r)) for r in args.results], labels, decimals=args.decimals)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    if args.md:
+        from maxk.io import atomic_open
+
+        with atomic_open(args.md) as f:  # nothing half-written on failure
+            f.write(text)
+        print(f"wrote {args.md}")
+    else:
+        print(text, end="")
     return 0

@@ -1,0 +1,144 @@
+"""`maxk analyze side-by-side`: two results trees' verdicts, per seed and pooled, with what flips."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from maxk.analysis.side_by_side import claim_rows, learning_rows, read_tree, render, verdict_kind
+from maxk.cli import main
+
+NT = "not testable: {} did not raise max@1 (the paper's own effect, +0.084, is above the 0.023 it detects)"
+
+
+def claims(verdicts: dict[str, str], effect: float = 0.01) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"id": c, "effect": effect, "ci_low": effect - 0.01, "ci_high": effect + 0.01, "verdict": v}
+         for c, v in verdicts.items()],
+        columns=["id", "effect", "ci_low", "ci_high", "verdict"],
+    )  # fmt: skip
+
+
+def learning(learned: dict[str, bool]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"run": r, "objective": "max@1", "test_effect": 0.02 * ok, "test_ci_low": 0.02 * ok - 0.01,
+             "test_ci_high": 0.03, "learned": ok}
+            for r, ok in learned.items()
+        ]
+    )  # fmt: skip
+
+
+def tree(
+    root: Path,
+    seeds: dict[int, tuple[dict, dict, dict]],
+    pooled: dict[str, str] | None = None,
+    pooled_yardstick: dict[str, str] | None = None,
+) -> Path:
+    """A results/ directory: per seed (claims' verdicts, runs' learned flags, yardstick verdicts)."""
+    for seed, (c, lrn, y) in seeds.items():
+        d = root / f"seed{seed}" / "claims"
+        d.mkdir(parents=True)
+        claims(c).to_csv(d / "claims.csv", index=False)
+        learning(lrn).to_csv(d / "learning.csv", index=False)
+        claims(y, -0.02).to_csv(d / "yardstick.csv", index=False)
+    if pooled is not None:
+        (root / "claims").mkdir()
+        claims(pooled).to_csv(root / "claims" / "across_seeds.csv", index=False)
+        claims(pooled_yardstick or {}).to_csv(root / "claims" / "across_seeds_yardstick.csv", index=False)
+    return root
+
+
+@pytest.fixture
+def two_trees(tmp_path: Path) -> tuple[Path, Path]:
+    """Tree b differs from a in: c1's verdict on seed 2 (holds -> does not hold), c1's pooled verdict,
+    r2's learned flag on seed 1, y1's verdict on seed 1; c2 names another run as not learned on seed 1
+    (the same kind of verdict: no flip)."""
+    no = "does not hold"
+    a = tree(
+        tmp_path / "a" / "results",
+        {1: ({"c1": "holds", "c2": NT.format("grpo_continuous")}, {"r1": True, "r2": True}, {"y1": no}),
+         2: ({"c1": "holds", "c2": no}, {"r1": True, "r2": False}, {"y1": no})},
+        pooled={"c1": "holds", "c2": "read on one seed"},
+        pooled_yardstick={"y1": no},
+    )  # fmt: skip
+    b = tree(
+        tmp_path / "b" / "results",
+        {1: ({"c1": "holds", "c2": NT.format("grpo_e1_ppo1")}, {"r1": True, "r2": False}, {"y1": "holds"}),
+         2: ({"c1": no, "c2": no}, {"r1": True, "r2": False}, {"y1": no})},
+        pooled={"c1": no, "c2": "read on one seed"},
+        pooled_yardstick={"y1": no},
+    )  # fmt: skip
+    return a, b
+
+
+def test_verdicts_are_compared_by_kind() -> None:
+    assert verdict_kind(NT.format("x")) == verdict_kind(NT.format("y")) == "not testable"
+    assert verdict_kind("holds") == "holds" and verdict_kind("does not hold") == "does not hold"
+    assert verdict_kind("instrument not working") == "instrument not working"
+    assert verdict_kind("read on one seed") == "read on one seed" and verdict_kind("not read") == "not read"
+    assert verdict_kind(float("nan")) == verdict_kind("") == verdict_kind(None) == "absent"
+
+
+def test_flips_are_exactly_the_verdicts_that_changed_kind(two_trees: tuple[Path, Path]) -> None:
+    trees = [read_tree(p) for p in two_trees]
+    rows = {r["id"]: r["flips"] for r in claim_rows(trees)}
+    assert rows == {"c1": ["seed 2", "pooled"], "c2": []}
+    yard = {r["id"]: r["flips"] for r in claim_rows(trees, yardstick=True)}
+    assert yard == {"y1": ["seed 1"]}
+    runs = {r["run"]: r["flips"] for r in learning_rows(trees)}
+    assert runs == {"r1": [], "r2": ["seed 1"]}
+
+
+def test_the_report_counts_the_flips_and_shows_every_tree(two_trees: tuple[Path, Path]) -> None:
+    text = render([read_tree(p) for p in two_trees], ["as is", "other kernels"])
+    assert "- pooled verdicts, paper's claims: 1 of 2 the same (flips: `c1`)" in text
+    assert "- pooled verdicts, yardstick claims: 1 of 1 the same" in text
+    learned = "runs that learned their objective"
+    seed1 = f"- seed 1: {learned}: 1 of 2 the same (flips: `r2`); claims: 2 of 2 the same; yardstick claims: "
+    assert seed1 + "0 of 1 the same (flips: `y1`)" in text
+    assert f"- seed 2: {learned}: 2 of 2 the same; claims: 1 of 2 the same (flips: `c1`); yardstick" in text
+    seeds = " | ".join(f"seed {s}: {t}" for s in (1, 2) for t in ("as is", "other kernels"))
+    assert f"| claim | {seeds} | pooled: as is | pooled: other kernels | flips |" in text
+    held = "**holds** +0.010 [+0.000, +0.020]"
+    assert (
+        f"| `c1` | {held} | {held} | {held} | does not hold +0.010 [+0.000, +0.020] | {held} | does not"
+        in text
+    )
+    assert "| `r2` | max@1 | **+0.020 [+0.010, +0.030]** | +0.000 [-0.010, +0.030] |" in text
+
+
+def test_only_the_shared_seeds_are_compared(tmp_path: Path) -> None:
+    same = ({"c1": "holds"}, {"r1": True}, {})
+    a = read_tree(tree(tmp_path / "a", {1: same, 2: same}))
+    b = read_tree(tree(tmp_path / "b", {2: same, 3: same}))
+    text = render([a, b], ["a", "b"])
+    assert "- seeds compared: 2 (a also has seed(s) [1]; b also has seed(s) [3])" in text
+    assert "seed 1:" not in text.split("## What each run learned")[1] and "pooled" not in text
+    c = read_tree(tree(tmp_path / "c", {4: same}))
+    with pytest.raises(ValueError, match="share no seed"):
+        render([a, c], ["a", "c"])
+
+
+def test_cli_writes_the_report_and_names_bad_input(two_trees, tmp_path: Path, capsys) -> None:
+    a, b = map(str, two_trees)
+    out = tmp_path / "report" / "side_by_side.md"
+    out.parent.mkdir()
+    assert main(["analyze", "side-by-side", a, b, "--label", "x", "--label", "y", "--md", str(out)]) == 0
+    assert "# Verdicts side by side: x, y" in out.read_text()
+    assert main(["analyze", "side-by-side", a, b]) == 0  # default labels: the trees' parent directories
+    assert "# Verdicts side by side: a, b" in capsys.readouterr().out
+    assert main(["analyze", "side-by-side", a]) == 1
+    assert "give two or more RESULTS" in capsys.readouterr().err
+    assert main(["analyze", "side-by-side", a, b, "--label", "x"]) == 1
+    assert "2 RESULTS but 1 --label" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["analyze", "side-by-side", a, str(empty)]) == 1
+    assert f"{empty}: no seed*/claims/claims.csv" in capsys.readouterr().err
+    bad = tree(tmp_path / "bad", {1: ({"c1": "holds"}, {"r1": True}, {})})
+    (bad / "seed1" / "claims" / "learning.csv").write_bytes(b'\x00\xff not csv "')
+    assert main(["analyze", "side-by-side", a, str(bad)]) == 1
+    assert "learning.csv: cannot read learning.csv" in capsys.readouterr().err
