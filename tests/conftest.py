@@ -24,6 +24,15 @@ def _close_shared_sandbox_pools():
         scorer.close_shared_scorers()
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (pyproject.toml): one worker more than the usable cores. The suite is CPU-bound but for
+    its waits (Slurm status polls, kills and resumes, sandbox wall-clock limits, subprocesses starting), in
+    which one worker per core leaves a core idle; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides it."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # pytest-xdist's own hook reads it
+    return len(os.sched_getaffinity(0)) + 1
+
+
 #: The files that take longest on 2 idle cores (pytest's --durations), longest first. Under
 #: ``--dist loadfile --no-loadscope-reorder`` each worker takes the next file in this order, so the
 #: first two start together and the rest of the suite fills in beside them; a file missing here only
