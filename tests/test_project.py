@@ -169,7 +169,7 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     (command,) = re.findall(r"^TEST='(.+)'$", ci, flags=re.MULTILINE)
     assert command in readme
     assert "pytest" in command and 'pip install -e ".[test]"' in command
-    assert ci.count('eval "$TEST"') == 1 and ci.count("&& $TEST\"") == 1, "both branches run the command"
+    assert ci.count('eval "$TEST"') == 1 and ci.count('&& $TEST"') == 1, "both branches run the command"
 
 
 def test_no_test_times_a_slow_machine_out() -> None:

@@ -377,8 +377,12 @@ def test_worker_maps_no_library_the_programs_rarely_need():
             pytest.skip("only root reads a non-dumpable worker's maps (as this user: unreadable, checked)")
         maps = Path(f"/proc/{workers[0]}/maps").read_text()
     # A bare interpreter's own links are not the worker's doing (Debian's python3.11 links libz).
-    bare = subprocess.run([sys.executable, "-S", "-c", "print(open('/proc/self/maps').read())"],
-                          capture_output=True, text=True, check=True).stdout
+    bare = subprocess.run(
+        [sys.executable, "-S", "-c", "print(open('/proc/self/maps').read())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rare = ("libz.so", "libbz2", "liblzma", "libcrypto", "libseccomp", "_decimal", "_hashlib")
     assert any(lib not in bare for lib in rare), "the interpreter links every one: nothing to test"
     for lib in rare:

@@ -22,7 +22,7 @@ from guard import HANG_GUARD_S
 
 from maxk.workflow import jobserver
 
-PROBE = '''
+PROBE = """
 import json, os, signal, sys, time
 
 def main(argv):
@@ -49,7 +49,7 @@ def main(argv):
     if what == "exit":
         sys.exit(argv[1])
     return 3
-'''
+"""
 
 #: set by the probe module when the server imports it: a job sees what the server's imports changed
 PROBE_MODULE_SIDE_EFFECT = "import os\nos.environ['IMPORTED'] = 'yes'\n"

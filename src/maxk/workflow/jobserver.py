@@ -751,4 +751,3 @@ def serve(path: str, parent: int | None = None, entry: str = ENTRY, modules: Seq
     sys.stderr.flush()
     Server(path, parent, entry, start_env).run()
     return 0
-
