@@ -26,6 +26,9 @@ def test_gpu_check_rehearsal_trains_every_estimator_checks_generation_and_the_la
     out = tmp_path / "out"
     cmd = [sys.executable, str(ROOT / "benchmarks/gpu_check.py"), "--out", str(out), "--data", str(data)]
     cmd += ["--test", str(test), "--tiny", "--varied-rewards", "--launch"]
+    # the script's training budget (300 s by default: a GPU machine's time is lent) is a hang guard here:
+    # a loaded machine spent the default on the tiny runs and skipped the last estimator
+    cmd += ["--train-budget", str(HANG_GUARD_S)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((out / "gpu_check.json").read_text())
