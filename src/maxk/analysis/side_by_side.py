@@ -104,6 +104,11 @@ def _by_id(frame: pd.DataFrame | None, key: str = "id") -> dict[str, pd.Series]:
     return {} if frame is None else {str(r[key]): r for _, r in frame.iterrows()}
 
 
+def _keys_in_order(tables: Sequence[Sequence[dict[str, pd.Series]]]) -> list[str]:
+    """Every key of the trees' per-seed tables, in the order they first appear (tree, then seed)."""
+    return list(dict.fromkeys(key for per_tree in tables for table in per_tree for key in table))
+
+
 def shared_seeds(trees: Sequence[Tree]) -> list[int]:
     """The seeds every tree has claims for, in increasing order."""
     seeds = set(trees[0].claims)
@@ -119,12 +124,8 @@ def claim_rows(trees: Sequence[Tree], *, yardstick: bool = False, decimals: int 
     per_seed = [[_by_id((t.yardstick if yardstick else t.claims).get(s)) for s in seeds] for t in trees]
     pooled_frames = [t.pooled_yardstick if yardstick else t.pooled for t in trees]
     pooled = [_by_id(f) for f in pooled_frames] if all(f is not None for f in pooled_frames) else None
-    ids: list[str] = []
-    for tables in per_seed:
-        for table in tables:
-            ids += [i for i in table if i not in ids]
     rows = []
-    for claim in ids:
+    for claim in _keys_in_order(per_seed):
         row: dict = {"id": claim, "cells": [], "flips": []}
         columns = [
             (f"seed {s}", [per_seed[t][j].get(claim) for t in range(len(trees))]) for j, s in enumerate(seeds)
@@ -145,12 +146,8 @@ def learning_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[dict]:
     its own objective, bold where it learned; ``flips``: the seeds where ``learned`` differs."""
     seeds = shared_seeds(trees)
     tables = [[_by_id(t.learning.get(s), "run") for s in seeds] for t in trees]
-    runs: list[str] = []
-    for per_tree in tables:
-        for table in per_tree:
-            runs += [r for r in table if r not in runs]
     rows = []
-    for run in runs:
+    for run in _keys_in_order(tables):
         row: dict = {"run": run, "objective": "", "cells": [], "flips": []}
         for j, seed in enumerate(seeds):
             learned = []
