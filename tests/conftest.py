@@ -35,8 +35,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 #: The files that take longest on 2 idle cores (pytest's --durations), longest first. Under
 #: ``--dist loadfile --no-loadscope-reorder`` each worker takes the next file in this order, so the
-#: first two start together and the rest of the suite fills in beside them; a file missing here only
-#: runs later.
+#: longest start together, one per worker, and the rest of the suite fills in beside them; a file
+#: missing here only runs later.
 LONGEST_FIRST = (
     "tests/rehearsal/test_rehearsal.py",  # every paper job locally, then one per cluster rule via Slurm
     "tests/workflow/test_workflow_e2e.py",  # two end-to-end runs of the small scale
