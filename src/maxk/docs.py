@@ -344,10 +344,16 @@ def render_cli(parser: argparse.ArgumentParser) -> str:
 def placeholders() -> dict[str, str]:
     """The placeholders a documented column name may hold, as regular expressions: ``{i}`` a PPO
     iteration, ``{k}`` a subset size, ``{func}`` a reward function's name, ``{part}`` where a run's
-    objective is read (``maxk.analysis.learning.PARTS``)."""
+    objective is read (``maxk.analysis.learning.PARTS``), ``{seed}`` a seed of ``replicates``."""
     from maxk.analysis.learning import PARTS
 
-    return {"i": r"\d+", "k": r"\d+", "func": r"[^/]+", "part": "|".join(map(re.escape, PARTS))}
+    return {
+        "i": r"\d+",
+        "k": r"\d+",
+        "func": r"[^/]+",
+        "part": "|".join(map(re.escape, PARTS)),
+        "seed": r"\d+",
+    }
 
 
 def _pattern(name: str, holes: Mapping[str, str]) -> re.Pattern[str]:
@@ -385,7 +391,7 @@ def per_problem_columns() -> tuple[str, ...]:
 def output_columns() -> dict[str, tuple[str, ...]]:
     """Each result file's columns as the code that writes it names them, by the key of its marker in
     ``docs/outputs.md``."""
-    from maxk.analysis.across_seeds import DIFFERENCE_COLUMNS
+    from maxk.analysis.across_seeds import ACROSS_SEED_COLUMNS, DIFFERENCE_COLUMNS
     from maxk.analysis.claims import COLUMNS as CLAIM_COLUMNS
     from maxk.analysis.contamination import COLUMNS as CONTAMINATION_COLUMNS
     from maxk.analysis.learning import LEARNING_COLUMNS
@@ -406,6 +412,7 @@ def output_columns() -> dict[str, tuple[str, ...]]:
         "claims": CLAIM_COLUMNS,
         "learning": LEARNING_COLUMNS,
         "differences": DIFFERENCE_COLUMNS,
+        "across_seeds": ACROSS_SEED_COLUMNS,
         "contamination": CONTAMINATION_COLUMNS,
     }
 

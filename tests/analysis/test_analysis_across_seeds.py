@@ -261,3 +261,110 @@ def test_the_pooled_verdict_is_a_holm_adjusted_two_level_bootstrap_test_on_two_s
     assert frame.loc["none", "verdict"] == NOT_READ
     text = render_across_seeds(frame.reset_index(), 3, confidence=0.95, power=0.8)
     assert "| pooled verdict |" in text and "| **holds** |" in text and f"| {ONE_SEED} |" in text
+
+
+def _gate_seed(rng, shifts: dict[str, float], *, n: int = 60, works: bool = True, regime_ok: bool = True):
+    """One seed of the pooled gate's tests: claim ``e4_vs_e1`` (gating on runs ``e4`` and ``e1``),
+    claim ``off_vs_base`` (gating on the off-policy run ``off``) and ``free`` (gating on none), each
+    with a per-problem difference of mean 0.05; each run's test-set effect of mean ``shifts[run]``
+    (its learning.csv row: learned where its interval, mean -+ 2 se, is above zero)."""
+    ids = pd.Index([f"p{i:03d}" for i in range(n)], name="problem_id")
+    learned, rows, series = {}, [], {}
+    for run, shift in shifts.items():
+        d = rng.normal(shift, 0.05, size=n)
+        se = d.std(ddof=1) / np.sqrt(n)
+        learned[run] = d.mean() - 2 * se > 0
+        series[f"learned:test:{run}"] = pd.Series(d, index=ids)
+        rows.append({"run": run, "objective": "max@1", "test_effect": d.mean(),
+                     "test_ci_low": d.mean() - 2 * se, "test_ci_high": d.mean() + 2 * se,
+                     "learned": learned[run], "off_policy": run == "off",
+                     "regime_ok": regime_ok if run == "off" else math.nan})  # fmt: skip
+    claims = []
+    for cid, runs in (("e4_vs_e1", ("e4", "e1")), ("off_vs_base", ("off",)), ("free", ())):
+        d = rng.normal(0.05, 0.1, size=n)
+        series[cid] = pd.Series(d, index=ids)
+        blocked = [f"{r} did not raise max@1" for r in runs if not learned[r]]
+        if not regime_ok and "off" in runs and learned["off"]:
+            blocked.append("off is outside the first-order regime")
+        verdict = (NOT_WORKING if not works else f"{NOT_TESTABLE}: " + "; ".join(blocked) if blocked
+                   else "holds")  # fmt: skip
+        claims.append({"id": cid, "statement": cid, "metric": "max", "effect": d.mean(), "ci_low": 0.0,
+                       "ci_high": 0.1, "paper_effect": math.nan, "verdict": verdict})  # fmt: skip
+    return pd.DataFrame(claims), differences_frame(series), pd.DataFrame(rows)
+
+
+GATED = {"e4_vs_e1": ("e4", "e1"), "off_vs_base": ("off", "base"), "free": ()}  # base: no trained run
+
+
+def test_the_learning_gate_is_read_pooled_over_the_seeds_a_claim_pools():
+    """A run that learned on one seed and fell short of its interval on the other, but learned pooled:
+    its claims pool both seeds and are read. A run that learned on no seed and not pooled: its claims
+    are "not testable", name the run and its pooled interval, and leave the Holm family."""
+    from maxk.analysis.across_seeds import learning_across_seeds, pooled_gate
+    from maxk.analysis.stats import holm, two_level_draws
+    from maxk.seeds import derive_seed
+
+    rng = np.random.default_rng(11)
+    c1, d1, l1 = _gate_seed(rng, {"e4": 0.03, "e1": 0.02, "off": 0.0})
+    c2, d2, l2 = _gate_seed(rng, {"e4": 0.03, "e1": 0.008, "off": 0.0})
+    assert bool(l1.set_index("run").loc["e1", "learned"]) and not l2.set_index("run").loc["e1", "learned"]
+    assert str(c2.set_index("id").loc["e4_vs_e1", "verdict"]).startswith(NOT_TESTABLE)
+    claims, diffs, learning = {1: c1, 2: c2}, {1: d1, 2: d2}, {1: l1, 2: l2}
+    frame = across_seeds(claims, diffs, seed=7, **KW, learning=learning, gated=GATED).set_index("id")
+    # seed 2 is pooled although e1 missed its own interval there: the gate is read pooled
+    assert frame.loc["e4_vs_e1", "pooled_seeds"] == 2 and frame.loc["e4_vs_e1", "pooled_on"] == "1,2"
+    assert frame.loc["e4_vs_e1", "tested_in"] == 1  # read on its own on seed 1 only
+    assert frame.loc["e4_vs_e1", "gate"] in ("", None) or pd.isna(frame.loc["e4_vs_e1", "gate"])
+    assert frame.loc["e4_vs_e1", "verdict"] in ("holds", "does not hold")
+    # `off` learned nowhere: not testable pooled, named with its pooled interval
+    verdict = frame.loc["off_vs_base", "verdict"]
+    assert verdict.startswith(f"{NOT_TESTABLE}: off did not raise max@1 pooled over seeds 1, 2 (")
+    assert math.isnan(frame.loc["off_vs_base", "pvalue_holm"])
+    # the gate's interval is the per-run pooled interval of the learning section (same seeds, same seed)
+    rows = learning_across_seeds(learning, diffs, seed=7, resamples=400, confidence=0.95)
+    off = next(r for r in rows if r["run"] == "off")["pooled"]["test"]
+    assert f"[{off['ci_low']:+.3f}, {off['ci_high']:+.3f}]" in verdict and off["ci_low"] <= 0
+    assert pooled_gate("e1", [1, 2], {s: f.set_index("run") for s, f in learning.items()}, diffs, seed=7,
+                       resamples=400, confidence=0.95) is None  # fmt: skip
+    # the Holm family holds the claims read pooled: e4_vs_e1 and free, not off_vs_base
+    read = ["e4_vs_e1", "free"]
+    p = []
+    for cid in read:
+        per = [d.loc[d["claim"] == cid, "difference"].to_numpy() for d in (d1, d2)]
+        draws = two_level_draws(per, seed=derive_seed(7, "across_seeds", cid), resamples=400)
+        p.append((1 + np.sum(draws <= 0)) / (1 + draws.size))
+    assert list(frame.loc[read, "pvalue_holm"]) == pytest.approx(holm(p))
+    # without the learning tables: the per-seed rule, seed 2 is not pooled for e4_vs_e1
+    old = across_seeds(claims, diffs, seed=7, **KW).set_index("id")
+    assert old.loc["e4_vs_e1", "pooled_seeds"] == 1 and old.loc["e4_vs_e1", "verdict"] == "read on one seed"
+    text = render_across_seeds(
+        across_seeds(claims, diffs, seed=7, **KW, learning=learning, gated=GATED),
+        3,
+        confidence=0.95,
+        power=0.8,
+    )
+    assert "off did not raise max@1 pooled over seeds 1, 2" in text and "learning gate, pooled" in text
+
+
+def test_a_seed_is_pooled_only_where_its_instrument_works_and_every_gated_run_is_in_its_regime():
+    rng = np.random.default_rng(12)
+    shifts = {"e4": 0.04, "e1": 0.04, "off": 0.04}
+    c1, d1, l1 = _gate_seed(rng, shifts)
+    c2, d2, l2 = _gate_seed(rng, shifts, regime_ok=False)  # `off` out of its regime on seed 2
+    c3, d3, l3 = _gate_seed(rng, shifts, works=False)  # seed 3's instrument does not work
+    frame = across_seeds({1: c1, 2: c2, 3: c3}, {1: d1, 2: d2, 3: d3}, seed=7, **KW,
+                         learning={1: l1, 2: l2, 3: l3}, gated=GATED).set_index("id")  # fmt: skip
+    assert frame.loc["e4_vs_e1", "pooled_on"] == "1,2" and frame.loc["free", "pooled_on"] == "1,2"
+    assert (
+        frame.loc["off_vs_base", "pooled_on"] == "1"
+        and frame.loc["off_vs_base", "verdict"] == "read on one seed"
+    )
+    l2["learned"] = l2["learned"].astype(object)
+    l2.loc[l2["run"] == "e1", "learned"] = math.nan  # e1 not measured on seed 2: not pooled there
+    frame = across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, seed=7, **KW, learning={1: l1, 2: l2},
+                         gated=GATED).set_index("id")  # fmt: skip
+    assert frame.loc["e4_vs_e1", "pooled_on"] == "1" and frame.loc["free", "pooled_on"] == "1,2"
+    with pytest.raises(ValueError, match="go together"):
+        across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, seed=7, **KW, learning={1: l1, 2: l2})
+    with pytest.raises(ValueError, match="learning of seeds"):
+        across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, seed=7, **KW, learning={1: l1}, gated=GATED)

@@ -9,10 +9,21 @@ each claim:
   verdict "holds" or "does not hold");
 - ``effect``, ``ci_low``, ``ci_high``: the mean over seeds of each seed's mean difference, with the
   two-level bootstrap interval (seeds with replacement, then each drawn seed's problems with
-  replacement: ``maxk.analysis.stats.two_level_interval``), over the seeds where it was read
-  (``pooled_seeds``): a seed whose instrument does not work, or where a run the claim compares did not
-  raise its own objective ("not testable: ...", ``maxk.analysis.learning``), measures nothing for it
-  (listed, not pooled);
+  replacement: ``maxk.analysis.stats.two_level_interval``), over the seeds it pools
+  (``pooled_seeds``, listed in ``pooled_on``): those whose instrument works and where every run the
+  claim gates on (``Claim.gated_runs``) was measured and, off-policy, stayed in the first-order regime
+  of its derivation (each seed's ``learning.csv``). A seed whose instrument does not work measures
+  nothing for the claim (listed, not pooled);
+- **the learning gate, pooled** (``gate``): a claim compares methods that must each have raised their
+  own objective. One seed's gate (``maxk.analysis.learning``: the run's test-set interval above zero)
+  is read near the edge of its power, and flips with the last bits of the weights (another CPU type,
+  another kernel path: docs/experiments.md); pooling only the seeds where it passed would also select
+  the seeds where the run was lucky. So across seeds the gate is read like the claims: each gated run's
+  test-set effect (its per-problem values, ``learned:test:{run}``) pooled over the claim's seeds with
+  the two-level interval; where one run's interval is not above zero, the claim's pooled verdict is
+  "not testable: <run> did not raise <objective> pooled over seeds ...". Without the seeds'
+  ``learning.csv`` (``learning`` not given), the seeds pooled are those where the claim was read on
+  its own (verdict "holds" or "does not hold") and no pooled gate is read;
 - ``detectable_effect``: the smallest true effect a one-sided test at the claims' Holm worst-case level
   ``alpha / m`` finds with ``analysis.claims.power`` at this number of seeds and problems:
   ``(z(1 - alpha/m) + z(power)) * se``, ``se`` the standard deviation of the two-level bootstrap
@@ -20,10 +31,11 @@ each claim:
 - ``paper_effect``: the paper's own effect, where its tables have one;
 - **the pooled verdict** (``verdict``): on a claim read on at least ``MIN_POOLED_SEEDS`` seeds, the
   one-sided two-level bootstrap p-value of "effect <= 0", ``pvalue`` = (1 + the replicates at or below
-  zero) / (1 + replicates), Holm-adjusted across the claims pooled on that many seeds (``pvalue_holm``);
-  "holds" where the effect is positive and ``pvalue_holm < alpha``, else "does not hold". A claim read
-  on one seed only has that seed's verdict and no pooled one ("read on one seed"); one read on none,
-  "not read" (every seed's instrument failed, or a run it compares learned nowhere). The verdict
+  zero) / (1 + replicates), Holm-adjusted across the claims pooled on that many seeds whose pooled gate
+  passes (``pvalue_holm``); "holds" where the effect is positive and ``pvalue_holm < alpha``, else "does
+  not hold". A claim pooled on one seed only has no pooled verdict ("read on one seed": that seed's
+  verdict stands alone); one pooled on none, "not read" (every seed's instrument failed, or a run it
+  gates on was never measured or never in its regime). The verdict
   inherits the interval's undercoverage with few seeds (below): beside it, ``holds_in`` says on how
   many seeds it held on its own.
 
@@ -55,11 +67,13 @@ from maxk.analysis.stats import holm, two_level_draws, two_level_interval
 from maxk.seeds import derive_seed
 
 __all__ = [
+    "ACROSS_SEED_COLUMNS",
     "DIFFERENCE_COLUMNS",
     "across_seeds",
     "curve_bands",
     "differences_frame",
     "learning_across_seeds",
+    "pooled_gate",
     "pooled_instrument",
     "render_across_seeds",
     "render_claim_rows",
@@ -72,6 +86,12 @@ DIFFERENCE_COLUMNS = ("claim", "problem_id", "difference")
 
 #: per-seed columns of ``across_seeds`` (``{name}_{seed}``)
 PER_SEED = ("effect", "ci_low", "ci_high", "verdict")
+#: ``across_seeds.csv``'s columns, ``{seed}`` standing for each seed of ``replicates`` in order
+ACROSS_SEED_COLUMNS = (
+    "id", "statement", "metric", *(f"{c}_{{seed}}" for c in PER_SEED), "tested_in", "holds_in",
+    "pooled_seeds", "pooled_on", "effect", "ci_low", "ci_high", "n_problems", "detectable_effect", "pvalue",
+    "gate", "paper_effect", "pvalue_holm", "verdict",
+)  # fmt: skip
 #: the fewest seeds a claim is read on for a pooled verdict; the pooled verdicts that are not a reading
 MIN_POOLED_SEEDS = 2
 ONE_SEED, NOT_READ = "read on one seed", "not read"
@@ -200,6 +220,7 @@ def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], 
         for part in PARTS:
             p = r["pooled"].get(part)
             pooled = fmt_interval(p["effect"], p["ci_low"], p["ci_high"], decimals) if p else ""
+            pooled = f"**{pooled}**" if p and p["ci_low"] > 0 else pooled
             cells.append(f"{pooled} ({p['seeds']} seeds)" if p else "not measured")
         if paper:
             effects = [
@@ -212,8 +233,9 @@ def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], 
         "",
         "Per seed: the run's own objective on the unseen test set, run - base (bold: interval above zero, "
         "the run learned there). pooled: the mean over the seeds that measured it, with a two-level "
-        "bootstrap interval (seeds, then problems). paper: the paper's own run minus its base model at "
-        "the same objective, where its tables report both (`learning.csv`: `paper_table`).",
+        "bootstrap interval (seeds, then problems); bold: above zero (on the test set, over the seeds "
+        "a claim pools, this is the claims' learning gate). paper: the paper's own run minus its base "
+        "model at the same objective, where its tables report both (`learning.csv`: `paper_table`).",
         "",
     ]
     return lines
@@ -228,12 +250,17 @@ def across_seeds(
     confidence: float,
     alpha: float,
     power: float,
+    learning: Mapping[int, pd.DataFrame] | None = None,
+    gated: Mapping[str, Sequence[str]] | None = None,
 ) -> pd.DataFrame:
     """One row per claim (in the first seed's order): the per-seed columns ``{effect, ci_low, ci_high,
-    verdict}_{seed}``, then ``tested_in``, ``holds_in``, ``pooled_seeds``, ``effect``, ``ci_low``,
-    ``ci_high``, ``n_problems`` (the pooled seeds' problem counts), ``detectable_effect``, ``pvalue``,
-    ``paper_effect``, ``pvalue_holm`` and ``verdict`` (pooled). ``claims[s]``: seed s's ``claims.csv``;
-    ``differences[s]``: its ``differences.csv`` (``DIFFERENCE_COLUMNS``)."""
+    verdict}_{seed}``, then ``tested_in``, ``holds_in``, ``pooled_seeds``, ``pooled_on``, ``effect``,
+    ``ci_low``, ``ci_high``, ``n_problems`` (the pooled seeds' problem counts), ``detectable_effect``,
+    ``pvalue``, ``gate``, ``paper_effect``, ``pvalue_holm`` and ``verdict`` (pooled). ``claims[s]``: seed
+    s's ``claims.csv``; ``differences[s]``: its ``differences.csv`` (``DIFFERENCE_COLUMNS``);
+    ``learning[s]``: its ``learning.csv``, and ``gated``: ``{claim id: the runs it gates on}``: given
+    both, the seeds pooled and the pooled learning gate of the module docstring (a claim ``gated`` does
+    not name keeps the per-seed rule)."""
     from scipy.stats import norm
 
     seeds = list(claims)
@@ -241,6 +268,11 @@ def across_seeds(
         raise ValueError("across_seeds needs the claims of at least one seed")
     if set(differences) != set(seeds):
         raise ValueError(f"claims of seeds {sorted(seeds)} but differences of seeds {sorted(differences)}")
+    if (learning is None) != (gated is None):
+        raise ValueError("across_seeds: learning and gated go together")
+    if learning is not None and set(learning) != set(seeds):
+        raise ValueError(f"claims of seeds {sorted(seeds)} but learning of seeds {sorted(learning)}")
+    ran = {s: learning[s].set_index("run") for s in seeds} if learning is not None else {}
     works = {s: _works(claims[s]) for s in seeds}
     first = claims[seeds[0]]
     by_id = {s: claims[s].set_index("id") for s in seeds}
@@ -248,11 +280,11 @@ def across_seeds(
              for s in seeds}  # fmt: skip
     m = max(int(first["effect"].notna().sum()), 1)
     z = float(norm.ppf(1 - alpha / m) + norm.ppf(power))
-    rows = []
+    rows, gate_of = [], {}
     for _, ref in first.iterrows():
         cid = ref["id"]
         row: dict[str, object] = {"id": cid, "statement": ref["statement"], "metric": ref["metric"]}
-        per_seed, counts, n_tested, n_holds = [], [], 0, 0
+        per_seed, counts, pooled_on, n_tested, n_holds = [], [], [], 0, 0
         for s in seeds:
             mine = by_id[s]
             if cid not in mine.index:
@@ -262,14 +294,20 @@ def across_seeds(
             r = mine.loc[cid]
             for col in PER_SEED:
                 row[f"{col}_{s}"] = r[col]
-            if pd.notna(r["effect"]) and r["verdict"] in READ:
-                n_tested += 1
-                n_holds += int(r["verdict"] == "holds")
-                d = diffs[s].get(cid, np.empty(0))
-                if d.size:
-                    per_seed.append(d)
-                    counts.append(d.size)
-        row.update(tested_in=n_tested, holds_in=n_holds, pooled_seeds=len(per_seed))
+            read = pd.notna(r["effect"]) and r["verdict"] in READ
+            n_tested += int(read)
+            n_holds += int(read and r["verdict"] == "holds")
+            if gated is not None and cid in gated:
+                pools = pd.notna(r["effect"]) and works[s] and all(_gateable(ran[s], g) for g in gated[cid])
+            else:
+                pools = read
+            d = diffs[s].get(cid, np.empty(0))
+            if pools and d.size:
+                per_seed.append(d)
+                counts.append(d.size)
+                pooled_on.append(s)
+        row.update(tested_in=n_tested, holds_in=n_holds, pooled_seeds=len(per_seed),
+                   pooled_on=",".join(map(str, pooled_on)))  # fmt: skip
         if per_seed:
             draws = two_level_draws(
                 per_seed, seed=derive_seed(seed, "across_seeds", cid), resamples=resamples
@@ -283,18 +321,78 @@ def across_seeds(
         else:
             row.update(effect=math.nan, ci_low=math.nan, ci_high=math.nan, n_problems="",
                        detectable_effect=math.nan, pvalue=math.nan)  # fmt: skip
+        reasons = []
+        if gated is not None and cid in gated and len(pooled_on) >= MIN_POOLED_SEEDS:
+            for run in dict.fromkeys(g for g in gated[cid] if g in ran[pooled_on[0]].index):
+                key = (run, tuple(pooled_on))
+                if key not in gate_of:
+                    gate_of[key] = pooled_gate(run, pooled_on, ran, differences, seed=seed,
+                                               resamples=resamples, confidence=confidence)  # fmt: skip
+                reasons += [gate_of[key]] if gate_of[key] else []
+        row["gate"] = "; ".join(reasons)
         row["paper_effect"] = ref.get("paper_effect", math.nan)
         rows.append(row)
     _pooled_verdicts(rows, alpha)
-    frame = pd.DataFrame(rows)
+    columns = [c for name in ACROSS_SEED_COLUMNS
+               for c in ([name.format(seed=s) for s in seeds] if "{seed}" in name else [name])]  # fmt: skip
+    if rows and set(rows[0]) != set(columns):  # a column added to one and not the other
+        raise RuntimeError(f"across_seeds: rows {sorted(rows[0])} against ACROSS_SEED_COLUMNS {columns}")
+    frame = pd.DataFrame(rows, columns=columns)
     instrument = pooled_instrument(differences, works, seed=seed, resamples=resamples, confidence=confidence)
     frame.attrs.update(seeds=seeds, works=works, instrument=instrument)
     return frame
 
 
+def _truthy(v: object) -> bool:
+    """A ``learning.csv`` flag read back by pandas: True, "True" or a numpy True (empty: False)."""
+    return v is True or v == "True" or (isinstance(v, np.bool_) and bool(v))
+
+
+def _gateable(runs: pd.DataFrame, run: str) -> bool:
+    """Whether one seed's ``learning.csv`` (indexed by run) lets a claim gating on ``run`` pool that seed:
+    the run's objective was measured on the test set and, for an off-policy run, its last PPO iteration
+    stayed in the first-order regime (``maxk.analysis.learning``); whether it learned is read pooled.
+    A model that is no trained run (the base, a re-tempered base) gates nothing."""
+    if run not in runs.index:
+        return True
+    row = runs.loc[run]
+    if pd.isna(row.get("learned")):
+        return False
+    return not _truthy(row.get("off_policy")) or _truthy(row.get("regime_ok"))
+
+
+def pooled_gate(
+    run: str,
+    seeds: Sequence[int],
+    learning: Mapping[int, pd.DataFrame],
+    differences: Mapping[int, pd.DataFrame],
+    *,
+    seed: int,
+    resamples: int,
+    confidence: float,
+) -> str | None:
+    """Why a claim pooled over ``seeds`` cannot be read on ``run`` (None: it can): its test-set effect
+    on its own objective (``learned:test:{run}`` in each seed's differences) pooled over those seeds
+    with the two-level interval (seeded as ``learning_across_seeds`` seeds it, so the same seeds give
+    the same interval) is not above zero. ``learning[s]``: seed s's ``learning.csv`` indexed by run."""
+    key = f"learned:test:{run}"
+    values = [differences[s].loc[differences[s]["claim"] == key, "difference"].to_numpy(dtype=float)
+              for s in seeds]  # fmt: skip
+    where = ", ".join(map(str, seeds))
+    if any(v.size == 0 for v in values):
+        return f"{run}'s per-problem test-set effect is missing on a seed of {where}"
+    effect, low, high = two_level_interval(
+        values, seed=derive_seed(seed, "across_seeds", key), resamples=resamples, confidence=confidence
+    )
+    if low > 0:
+        return None
+    objective = learning[seeds[0]].loc[run, "objective"]
+    return f"{run} did not raise {objective} pooled over seeds {where} ({fmt_interval(effect, low, high, 3)})"
+
+
 def _pooled_verdicts(rows: list[dict], alpha: float) -> None:
     """``pvalue_holm`` and ``verdict`` of each row (see the module docstring), in place."""
-    pooled = [r for r in rows if r["pooled_seeds"] >= MIN_POOLED_SEEDS]
+    pooled = [r for r in rows if r["pooled_seeds"] >= MIN_POOLED_SEEDS and not r["gate"]]
     for r, p in zip(pooled, holm([r["pvalue"] for r in pooled]), strict=True):
         r["pvalue_holm"] = p
         r["verdict"] = "holds" if r["effect"] > 0 and p < alpha else "does not hold"
@@ -302,6 +400,9 @@ def _pooled_verdicts(rows: list[dict], alpha: float) -> None:
         if r["pooled_seeds"] < MIN_POOLED_SEEDS:
             r["pvalue_holm"] = math.nan
             r["verdict"] = ONE_SEED if r["pooled_seeds"] else NOT_READ
+        elif r["gate"]:
+            r["pvalue_holm"] = math.nan
+            r["verdict"] = f"{NOT_TESTABLE}: {r['gate']}"
 
 
 def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float, power: float) -> str:
@@ -313,8 +414,10 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
         "",
         "Instrument (RL raises its own objective on unseen problems; each seed's claims.md): "
         + "; ".join(f"seed {s} {'works' if works[s] else 'NOT WORKING'}" for s in seeds)
-        + f" ({len(ok)} of {len(seeds)}). Each claim is pooled over the seeds where it was read: its "
-        "instrument works and every run it compares raised its own objective.",
+        + f" ({len(ok)} of {len(seeds)}). Each claim is pooled over the seeds whose instrument works and "
+        "where every run it compares was measured (and, off-policy, stayed in its regime); it is read "
+        "where each of those runs raised its own objective pooled over the same seeds (the learning "
+        "gate, pooled: one seed's gate flips with the last bits of the weights).",
         "",
     ]
     for p in frame.attrs.get("instrument", []):
@@ -381,11 +484,14 @@ def render_claim_rows(frame: pd.DataFrame, decimals: int, *, confidence: float, 
         "that seed's instrument is not working; (n/t): not testable there, a run it compares did not learn "
         "its own objective (the table above). holds in: seeds where it holds, of those where it was "
         f"read. pooled: the mean of the seeds' effects with a {confidence:.0%} two-level bootstrap "
-        "interval (seeds, then each seed's problems, resampled), over the seeds where it was read; "
-        f"with few seeds it undercovers: read the seeds beside it. pooled verdict (on {MIN_POOLED_SEEDS} or "
-        "more seeds where it was read): holds when the pooled effect is positive and its one-sided "
-        "two-level bootstrap p-value, Holm-adjusted across the claims pooled, is below the claims' alpha; "
-        f"'{ONE_SEED}': that seed's verdict stands alone; '{NOT_READ}': no seed could read it. "
+        "interval (seeds, then each seed's problems, resampled), over the seeds it pools (instrument "
+        "working, every run it compares measured and in its regime); with few seeds it undercovers: "
+        f"read the seeds beside it. pooled verdict (on {MIN_POOLED_SEEDS} or more seeds): 'not testable' "
+        "where a run it compares did not raise its own objective pooled over the same seeds (the run "
+        "and its pooled interval are named); else holds when the pooled effect is positive and its "
+        "one-sided two-level bootstrap p-value, Holm-adjusted across the claims read pooled, is below "
+        f"the claims' alpha; '{ONE_SEED}': that seed's verdict stands alone; '{NOT_READ}': no seed "
+        "could read it. "
         "detectable: the smallest true effect a "
         f"test at the claims' Holm level finds with {power:.0%} power at this number of seeds and problems. "
         "paper effect: the paper's a - b on the same metric (its tables).",

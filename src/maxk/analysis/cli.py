@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from maxk.paths import LAB_FIGURES
@@ -139,7 +140,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="every claim across several seeds' runs (two-level bootstrap), with its figures",
         description="For each claim: each seed's effect and verdict, the seeds where it holds, the pooled "
         "effect with a two-level (seed, then problem) bootstrap interval over the seeds whose instrument "
-        "works, and the smallest detectable effect (maxk.analysis.across_seeds); first, the instrument "
+        "works (the runs it compares learning their objective pooled over them: the pooled learning gate), "
+        "and the smallest detectable effect (maxk.analysis.across_seeds); first, the instrument "
         "check pooled over every seed. Seeds are read from the paths (results/seed{seed}/...).",
     )
     common(q)
@@ -148,7 +150,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--differences", nargs="+", required=True, metavar="CSV", help="each seed's claims/differences.csv"
     )
     q.add_argument(
-        "--learning", nargs="*", default=[], metavar="CSV", help="each seed's claims/learning.csv (optional)"
+        "--learning",
+        nargs="*",
+        default=[],
+        metavar="CSV",
+        help="each seed's claims/learning.csv (optional): with them, each claim pools the seeds where the "
+        "runs it compares were measured (and in their regime) and is read where they raised their "
+        "objective pooled over those seeds (the pooled learning gate); without, the seeds where it was "
+        "read on its own",
     )
     q.add_argument(
         "--yardstick",
@@ -657,6 +666,12 @@ def _by_seed(files: list[str], what: str) -> dict[int, str]:
     return out
 
 
+def _gating(learning: dict, claims: Sequence) -> dict:
+    """``across_seeds``'s pooled learning gate: each seed's learning table and each claim's gated runs
+    (nothing without ``--learning``: the per-seed rule)."""
+    return {"learning": learning, "gated": {c.id: c.gated_runs() for c in claims}} if learning else {}
+
+
 def _across_seeds(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -670,6 +685,7 @@ def _across_seeds(args: argparse.Namespace) -> int:
         render_across_seeds,
         render_yardstick_across_seeds,
     )
+    from maxk.analysis.claims import paper_claims, yardstick_claims
     from maxk.analysis.per_problem import parse_metric_column
     from maxk.cli import UserError
     from maxk.io import atomic_open
@@ -706,16 +722,18 @@ def _across_seeds(args: argparse.Namespace) -> int:
         raise UserError("--yardstick and --yardstick-csv go together")
     pooled = {"seed": args.seed, "resamples": resamples, "confidence": confidence,
               "alpha": float(sig["alpha"]), "power": float(ccfg["power"])}  # fmt: skip
+    learning = {s: pd.read_csv(f) for s, f in _by_seed(args.learning, "--learning").items()}
+    if learning and set(learning) != set(claims_files):
+        raise UserError(f"--claims of seeds {sorted(claims_files)}, --learning of seeds {sorted(learning)}")
     try:
-        table = across_seeds(claims, differences, **pooled)
-        yardstick = (
-            across_seeds({s: pd.read_csv(f) for s, f in yardstick_files.items()}, differences, **pooled)
-            if yardstick_files
-            else None
-        )
+        table = across_seeds(claims, differences, **pooled, **_gating(learning, paper_claims(cfg)))
+        yardstick = None
+        if yardstick_files:
+            frames = {s: pd.read_csv(f) for s, f in yardstick_files.items()}
+            gating = _gating(learning, yardstick_claims(cfg))
+            yardstick = across_seeds(frames, differences, **pooled, **gating)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    learning = {s: pd.read_csv(f) for s, f in _by_seed(args.learning, "--learning").items()}
     table.attrs["learning"] = learning_across_seeds(
         learning, differences, seed=args.seed, resamples=resamples, confidence=confidence
     )
