@@ -142,3 +142,45 @@ def test_cli_writes_the_report_and_names_bad_input(two_trees, tmp_path: Path, ca
     (bad / "seed1" / "claims" / "learning.csv").write_bytes(b'\x00\xff not csv "')
     assert main(["analyze", "side-by-side", a, str(bad)]) == 1
     assert "learning.csv: cannot read learning.csv" in capsys.readouterr().err
+
+
+def test_each_run_is_also_compared_pooled_over_the_shared_seeds(tmp_path: Path) -> None:
+    """With two shared seeds, each tree's learning.csv and differences.csv, and an across-seed report's
+    bootstrap settings: each run's test-set effect pooled over the seeds, as the across-seed report reads
+    it (learning_across_seeds, the same settings), and a flip where it is above zero in one tree only."""
+    import json
+
+    import numpy as np
+
+    from maxk.analysis.across_seeds import differences_frame, learning_across_seeds
+    from maxk.analysis.side_by_side import pooling_of
+
+    rng = np.random.default_rng(3)
+    ids = pd.Index([f"p{i}" for i in range(80)], name="problem_id")
+    roots, diffs = [], {}
+    for name, shift in (("a", 0.03), ("b", -0.01)):  # r1 learns pooled in a, not in b; r2 learns in both
+        root = tree(tmp_path / name / "results", {s: ({"c1": "holds"}, {"r1": True, "r2": True}, {})
+                                                   for s in (1, 2)}, pooled={"c1": "holds"})  # fmt: skip
+        for s in (1, 2):
+            series = {f"learned:test:{run}": pd.Series(rng.normal(m, 0.05, ids.size), index=ids)
+                      for run, m in (("r1", shift), ("r2", 0.03))}  # fmt: skip
+            diffs[(name, s)] = differences_frame(series)
+            diffs[(name, s)].to_csv(root / f"seed{s}" / "claims" / "differences.csv", index=False)
+        record = {"config": {"bootstrap": {"resamples": 300, "confidence": 0.95}}, "seeds": {"seed": 5}}
+        (root / "claims" / "across_seeds.csv.provenance.json").write_text(json.dumps(record))
+        roots.append(root)
+    trees = [read_tree(r) for r in roots]
+    assert pooling_of(trees) == {"seed": 5, "resamples": 300, "confidence": 0.95}
+    rows = {r["run"]: r for r in learning_rows(trees)}
+    assert rows["r1"]["flips"] == ["pooled"] and rows["r2"]["flips"] == []
+    learning = {s: trees[1].learning[s] for s in (1, 2)}
+    want = learning_across_seeds(learning, {s: diffs[("b", s)] for s in (1, 2)}, seed=5, resamples=300,
+                                 confidence=0.95)  # fmt: skip
+    p = next(r for r in want if r["run"] == "r1")["pooled"]["test"]
+    assert rows["r1"]["cells"][-1] == f"{p['effect']:+.3f} [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]"
+    assert rows["r1"]["cells"][-2].startswith("**")  # above zero in a: bold
+    text = render(trees, ["a", "b"])
+    assert "- runs that learned their objective, pooled over the seeds: 1 of 2 the same (flips: `r1`)" in text
+    assert "| pooled: a | pooled: b | flips |" in text
+    (roots[1] / "seed2" / "claims" / "differences.csv").unlink()  # a tree without a seed's differences
+    assert pooling_of([read_tree(r) for r in roots]) is None

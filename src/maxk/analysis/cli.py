@@ -242,10 +242,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "side-by-side",
         help="two or more results trees' verdicts side by side: what flips with other bytes "
         "(no --config-json)",
-        description="For the seeds every tree has: each run's test-set reading of its own objective, each "
-        "claim's and yardstick claim's verdict per seed and, where every tree has an across-seed report, "
-        "pooled; a row flips when its verdict's kind (or a run's 'learned') differs between the trees "
-        "(maxk.analysis.side_by_side). E.g. the default run twice, once under ATEN_CPU_CAPABILITY=default. "
+        description="For the seeds every tree has: each run's test-set reading of its own objective, per "
+        "seed and, on two shared seeds or more, pooled over them (the claims' pooled learning gate, with the "
+        "bootstrap settings of a tree's across-seed report), each claim's and yardstick claim's verdict per "
+        "seed and, where every tree has an across-seed report, pooled; a row flips when its verdict's kind "
+        "(or whether a run learned) differs between the trees (maxk.analysis.side_by_side). E.g. the "
+        "default run twice, once under ATEN_CPU_CAPABILITY=default. "
         "Prints Markdown, or writes it with --md.",
     )
     q.add_argument("results", nargs="+", metavar="RESULTS", help="results directories (a run's results/)")

@@ -9,7 +9,11 @@ lines up, for every seed the trees share:
   its interval, ``learned``);
 - each claim's verdict (``claims/claims.csv``) and the yardstick claims (``claims/yardstick.csv``);
 - where the trees have them, the pooled verdicts across seeds (``results/claims/across_seeds.csv`` and
-  ``across_seeds_yardstick.csv``).
+  ``across_seeds_yardstick.csv``);
+- with two shared seeds or more, each run's test-set effect pooled over them (``learning_across_seeds``
+  on each tree's ``learning.csv`` and ``differences.csv``, with the bootstrap settings of a tree's
+  across-seed report, its ``across_seeds.csv.provenance.json``): the pooled learning gate the claims
+  across seeds are read through (``maxk.analysis.across_seeds``).
 
 A row *flips* when its verdict (or a run's ``learned``) is not the same in every tree; effects always
 differ a little and are shown, not compared. Verdicts are compared by kind (``VERDICT_KINDS``): a "not
@@ -19,17 +23,18 @@ changing kind.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from maxk.analysis.across_seeds import NOT_READ, ONE_SEED
+from maxk.analysis.across_seeds import NOT_READ, ONE_SEED, learning_across_seeds
 from maxk.analysis.claims import NOT_TESTABLE, NOT_WORKING
 from maxk.analysis.learning import fmt_interval
 
-__all__ = ["Tree", "claim_rows", "learning_rows", "read_tree", "render", "verdict_kind"]
+__all__ = ["Tree", "claim_rows", "learning_rows", "pooling_of", "read_tree", "render", "verdict_kind"]
 
 #: the kinds a verdict is compared by, as the claims' and the across-seed report's verdicts begin
 VERDICT_KINDS = ("holds", "does not hold", NOT_TESTABLE, NOT_WORKING, NOT_READ, ONE_SEED)
@@ -43,8 +48,11 @@ class Tree:
     claims: dict[int, pd.DataFrame] = field(default_factory=dict)
     yardstick: dict[int, pd.DataFrame] = field(default_factory=dict)
     learning: dict[int, pd.DataFrame] = field(default_factory=dict)
+    differences: dict[int, pd.DataFrame] = field(default_factory=dict)
     pooled: pd.DataFrame | None = None
     pooled_yardstick: pd.DataFrame | None = None
+    #: the across-seed report's bootstrap settings (``seed``, ``resamples``, ``confidence``), if it has one
+    pooling: dict | None = None
 
 
 def _read(path: Path, what: str) -> pd.DataFrame:
@@ -68,6 +76,9 @@ def read_tree(results: Path) -> Tree:
         for attr, file in (("yardstick", "yardstick.csv"), ("learning", "learning.csv")):
             if (claims.parent / file).is_file():
                 getattr(tree, attr)[seed] = _read(claims.parent / file, file)
+        if (claims.parent / "differences.csv").is_file():
+            frame = _read(claims.parent / "differences.csv", "differences.csv")
+            tree.differences[seed] = frame.astype({"problem_id": str})
     if not tree.claims:
         raise ValueError(f"{results}: no seed*/claims/claims.csv (the results/ directory of a finished run?)")
     across = results / "claims"
@@ -75,6 +86,15 @@ def read_tree(results: Path) -> Tree:
         tree.pooled = _read(across / "across_seeds.csv", "the across-seed claims")
     if (across / "across_seeds_yardstick.csv").is_file():
         tree.pooled_yardstick = _read(across / "across_seeds_yardstick.csv", "the across-seed yardstick")
+    provenance = across / "across_seeds.csv.provenance.json"
+    if provenance.is_file():
+        try:
+            record = json.loads(provenance.read_text())
+            boot = record["config"]["bootstrap"]
+            tree.pooling = {"seed": int(record["seeds"]["seed"]), "resamples": int(boot["resamples"]),
+                            "confidence": float(boot["confidence"])}  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{provenance}: cannot read the bootstrap settings: {exc!r}") from exc
     return tree
 
 
@@ -141,11 +161,35 @@ def claim_rows(trees: Sequence[Tree], *, yardstick: bool = False, decimals: int 
     return rows
 
 
+def pooling_of(trees: Sequence[Tree]) -> dict | None:
+    """The bootstrap settings the pooled learning is read with: the first tree's across-seed report's
+    that has one; None where there are fewer than two shared seeds, no tree has a report, or a tree
+    lacks a shared seed's learning or differences."""
+    seeds = shared_seeds(trees)
+    pooling = next((t.pooling for t in trees if t.pooling is not None), None)
+    if len(seeds) < 2 or pooling is None:
+        return None
+    if not all(s in t.learning and s in t.differences for t in trees for s in seeds):
+        return None
+    return pooling
+
+
+def _pooled_learning(tree: Tree, seeds: Sequence[int], pooling: dict) -> dict[str, dict]:
+    """``{run: its test-set part pooled over seeds}`` (``learning_across_seeds``)."""
+    learning = {s: tree.learning[s] for s in seeds}
+    rows = learning_across_seeds(learning, {s: tree.differences[s] for s in seeds}, **pooling)
+    return {r["run"]: r["pooled"]["test"] for r in rows if "test" in r["pooled"]}
+
+
 def learning_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[dict]:
     """One row per run: ``run``, ``objective``, a cell per (seed, tree): the run's test-set effect on
-    its own objective, bold where it learned; ``flips``: the seeds where ``learned`` differs."""
+    its own objective, bold where it learned, then, where ``pooling_of`` gives settings, a cell per tree
+    pooled over the shared seeds (bold: above zero); ``flips``: the seeds (and ``pooled``) where
+    ``learned`` differs."""
     seeds = shared_seeds(trees)
     tables = [[_by_id(t.learning.get(s), "run") for s in seeds] for t in trees]
+    pooling = pooling_of(trees)
+    pooled = [_pooled_learning(t, seeds, pooling) for t in trees] if pooling else None
     rows = []
     for run in _keys_in_order(tables):
         row: dict = {"run": run, "objective": "", "cells": [], "flips": []}
@@ -166,6 +210,19 @@ def learning_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[dict]:
                 learned.append(flag)
             if len(set(learned)) > 1:
                 row["flips"].append(f"seed {seed}")
+        if pooled is not None:
+            above = []
+            for per_tree in pooled:
+                p = per_tree.get(run)
+                if p is None:
+                    row["cells"].append("absent")
+                    above.append(None)
+                    continue
+                text = fmt_interval(p["effect"], p["ci_low"], p["ci_high"], decimals)
+                row["cells"].append(f"**{text}**" if p["ci_low"] > 0 else text)
+                above.append(bool(p["ci_low"] > 0))
+            if len(set(above)) > 1:
+                row["flips"].append("pooled")
         rows.append(row)
     return rows
 
@@ -209,6 +266,8 @@ def render(trees: Sequence[Tree], labels: Sequence[str], *, decimals: int = 3) -
     ]
     out += [f"- seeds compared: {', '.join(map(str, seeds))}" + (f" ({'; '.join(only)})" if only else "")]
     out += ["", "## Summary", ""]
+    if pooling_of(trees):
+        out += [f"- runs that learned their objective, pooled over the seeds: {count(runs, 'pooled')}"]
     if pooled:
         out += [f"- pooled verdicts, paper's claims: {count(claims, 'pooled')}"]
         if yard:
@@ -222,7 +281,7 @@ def render(trees: Sequence[Tree], labels: Sequence[str], *, decimals: int = 3) -
     out += ["", "## What each run learned (its own objective on the test set, run - base; bold: learned)", ""]
     out += _table(
         ["run", "objective"],
-        columns,
+        columns + ([f"pooled: {lab}" for lab in labels] if pooling_of(trees) else []),
         [[f"`{r['run']}`", r["objective"], *r["cells"], ", ".join(r["flips"])] for r in runs],
     )
     for title, rows in (
