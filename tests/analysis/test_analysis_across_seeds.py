@@ -207,7 +207,14 @@ def test_what_each_run_learned_is_listed_per_seed_and_pooled_over_seeds():
     want = two_level_interval(tests, seed=derive_seed(4, "across_seeds", key), resamples=300, confidence=0.95)
     pooled = row["pooled"]["test"]
     assert (pooled["effect"], pooled["ci_low"], pooled["ci_high"]) == pytest.approx(want)
-    assert pooled["seeds"] == 2 and "heldout" not in row["pooled"]
+    assert pooled["seeds"] == 2 and "heldout" not in row["pooled"] and math.isnan(pooled["detectable"])
+    (row,) = learning_across_seeds(learning, differences, seed=4, resamples=300, confidence=0.95, power=0.8)
+    draws = two_level_draws(tests, seed=derive_seed(4, "across_seeds", key), resamples=300)
+    from scipy.stats import norm
+
+    z = norm.ppf(0.975) + norm.ppf(0.8)  # the interval's one-sided level and the claims' power
+    assert row["pooled"]["test"]["detectable"] == pytest.approx(z * np.std(draws, ddof=1))
+    assert "; detectable " in "\n".join(render_learning_across_seeds([row], [1, 2], 3))
     text = "\n".join(render_learning_across_seeds(rows, [1, 2], 3))
     assert "## What each run learned, across seeds" in text and "(2 seeds)" in text
     assert "1: in (1% clamped); 2: out (40% clamped)" in text and "| not measured |" in text

@@ -157,12 +157,18 @@ def learning_across_seeds(
     seed: int,
     resamples: int,
     confidence: float,
+    power: float | None = None,
 ) -> list[dict]:
     """What each run learned, seed by seed (each seed's ``learning.csv``, ``maxk.analysis.learning``),
     and pooled: for each run (first seed's order) ``{"run", "objective", "seeds": {seed: its row},
-    "pooled": {part: {"effect", "ci_low", "ci_high", "seeds"}}}``, each part of ``PARTS`` pooled over
-    every seed that measured it (its per-problem values in ``differences`` as ``learned:{part}:{run}``)
-    with the two-level interval: does the run raise its objective on average over training seeds."""
+    "pooled": {part: {"effect", "ci_low", "ci_high", "seeds", "detectable"}}}``, each part of ``PARTS``
+    pooled over every seed that measured it (its per-problem values in ``differences`` as
+    ``learned:{part}:{run}``) with the two-level interval: does the run raise its objective on average
+    over training seeds. ``detectable`` (with ``power``; else NaN): the smallest true effect whose
+    interval excludes zero with probability ``power``, ``(z(1 - alpha) + z(power)) * se`` at ``alpha =
+    (1 - confidence) / 2``, ``se`` the standard deviation of the two-level replicates."""
+    from scipy.stats import norm
+
     runs = list(dict.fromkeys(r for f in learning.values() for r in f["run"]))
     out = []
     for run in runs:
@@ -177,13 +183,14 @@ def learning_across_seeds(
             ]
             values = [v for v in values if v.size]
             if values:
-                effect, low, high = two_level_interval(
-                    values,
-                    seed=derive_seed(seed, "across_seeds", key),
-                    resamples=resamples,
-                    confidence=confidence,
-                )
-                pooled[part] = {"effect": effect, "ci_low": low, "ci_high": high, "seeds": len(values)}
+                rng = derive_seed(seed, "across_seeds", key)
+                draws = two_level_draws(values, seed=rng, resamples=resamples)
+                tail = (1.0 - confidence) / 2.0
+                low, high = np.quantile(draws, [tail, 1.0 - tail])
+                z = math.nan if power is None else float(norm.ppf(1 - tail) + norm.ppf(power))
+                pooled[part] = {"effect": float(np.mean([v.mean() for v in values])), "ci_low": float(low),
+                                "ci_high": float(high), "seeds": len(values),
+                                "detectable": z * float(np.std(draws, ddof=1))}  # fmt: skip
         objective = next(iter(per_seed.values()))["objective"]
         out.append({"run": run, "objective": objective, "seeds": per_seed, "pooled": pooled})
     return out
@@ -221,7 +228,12 @@ def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], 
             p = r["pooled"].get(part)
             pooled = fmt_interval(p["effect"], p["ci_low"], p["ci_high"], decimals) if p else ""
             pooled = f"**{pooled}**" if p and p["ci_low"] > 0 else pooled
-            cells.append(f"{pooled} ({p['seeds']} seeds)" if p else "not measured")
+            detectable = fmt_number(p.get("detectable"), decimals, signed=False) if p else ""
+            cells.append(
+                f"{pooled} ({p['seeds']} seeds{'; detectable ' + detectable if detectable else ''})"
+                if p
+                else "not measured"
+            )
         if paper:
             effects = [
                 row["paper_effect"] for row in r["seeds"].values() if pd.notna(row.get("paper_effect"))
@@ -234,8 +246,10 @@ def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], 
         "Per seed: the run's own objective on the unseen test set, run - base (bold: interval above zero, "
         "the run learned there). pooled: the mean over the seeds that measured it, with a two-level "
         "bootstrap interval (seeds, then problems); bold: above zero (on the test set, over the seeds "
-        "a claim pools, this is the claims' learning gate). paper: the paper's own run minus its base "
-        "model at the same objective, where its tables report both (`learning.csv`: `paper_table`).",
+        "a claim pools, this is the claims' learning gate); detectable: the smallest true effect whose "
+        "pooled interval excludes zero with the claims' power (normal approximation). paper: the "
+        "paper's own run minus its base model at the same objective, where its tables report both "
+        "(`learning.csv`: `paper_table`).",
         "",
     ]
     return lines

@@ -737,8 +737,9 @@ def _across_seeds(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     table.attrs["learning"] = learning_across_seeds(
-        learning, differences, seed=args.seed, resamples=resamples, confidence=confidence
-    )
+        learning, differences, seed=args.seed, resamples=resamples, confidence=confidence,
+        power=float(ccfg["power"]),
+    )  # fmt: skip
     with atomic_open(args.csv) as fh:
         table.to_csv(fh, index=False, float_format="%.6g")
     if yardstick is not None:
