@@ -82,6 +82,10 @@ def test_cli_prints_one_row_per_run_and_names_a_missing_file(tmp_path, capsys):
     assert "0.250 -> 0.500, 4 steps" in row and row.count("[") == 4
     assert "reference, 30 problems: max@1" in out
     assert main([*argv, "--metric", "pass@1", "rl"]) == 0
-    assert "pass@1: value" in capsys.readouterr().out
+    assert "pass@1: value" in capsys.readouterr().out and "; sd" not in out
+    assert main([*argv, "--metric", "pass@1", "--sd", "rl"]) == 0  # the differences' sd after the interval
+    base = pd.read_parquet(tmp_path / "metrics/base/ds.parquet").set_index("problem_id").sort_index()
+    rl = pd.read_parquet(tmp_path / "metrics/rl/ds.parquet").set_index("problem_id").sort_index()
+    assert f"; sd {(rl['pass@1'] - base['pass@1']).std(ddof=1):.3f})" in capsys.readouterr().out
     assert main([*argv, "missing"]) != 0
     assert "metrics/missing/ds.parquet: no metrics of missing on ds" in capsys.readouterr().err

@@ -236,6 +236,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--metric", action="append", help="metric column (repeatable; default: see above)")
     q.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     q.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default: 10000)")
+    q.add_argument(
+        "--sd",
+        action="store_true",
+        help="also print the standard deviation of each per-problem difference (it sets the interval's "
+        "width: e.g. the same runs sampled with and without generate.common_random_numbers)",
+    )
     q.set_defaults(handler=_compare)
 
     q = s.add_parser(
@@ -905,7 +911,7 @@ def _compare(args: argparse.Namespace) -> int:
         curves[run] = (
             heldout_rise(pd.read_csv(csv), seed=args.seed, resamples=args.resamples) if csv.exists() else None
         )
-    print(render_comparison(table, curves), end="")
+    print(render_comparison(table, curves, sd=args.sd), end="")
     return 0
 
 

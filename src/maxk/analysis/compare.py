@@ -38,7 +38,8 @@ def compare_runs(
     resamples: int = 10_000,
     confidence: float = BOOTSTRAP.confidence,
 ) -> pd.DataFrame:
-    """One row per (run, metric): ``run, metric, value, reference, effect, ci_low, ci_high, n_problems``.
+    """One row per (run, metric): ``run, metric, value, reference, effect, ci_low, ci_high, n_problems,
+    sd`` (``sd``: the standard deviation of the per-problem differences, which sets the interval's width).
 
     Frames are per-problem metrics indexed by ``problem_id`` column; every run must hold the reference's
     problems (a paired comparison), else ``ValueError`` names the run and the missing count.
@@ -53,13 +54,14 @@ def compare_runs(
         for m in metrics:
             if m not in cur or m not in ref:
                 raise ValueError(f"{run}: no column {m!r} in both metrics frames")
+            d = cur[m].to_numpy() - ref[m].to_numpy()
             effect, low, high = paired_interval(
-                cur[m].to_numpy() - ref[m].to_numpy(), seed=derive_seed(seed, "compare", run, m),
-                resamples=resamples, confidence=confidence,
-            )  # fmt: skip
+                d, seed=derive_seed(seed, "compare", run, m), resamples=resamples, confidence=confidence
+            )
             rows.append(
                 {"run": run, "metric": m, "value": float(cur[m].mean()), "reference": float(ref[m].mean()),
-                 "effect": effect, "ci_low": low, "ci_high": high, "n_problems": len(ref)}
+                 "effect": effect, "ci_low": low, "ci_high": high, "n_problems": len(ref),
+                 "sd": float(d.std(ddof=1)) if d.size > 1 else float("nan")}
             )  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -88,9 +90,14 @@ def heldout_rise(
 
 
 def render_comparison(
-    table: pd.DataFrame, curves: Mapping[str, dict | None], confidence: float = BOOTSTRAP.confidence
+    table: pd.DataFrame,
+    curves: Mapping[str, dict | None],
+    confidence: float = BOOTSTRAP.confidence,
+    *,
+    sd: bool = False,
 ) -> str:
-    """Markdown: one row per run, a cell ``value (effect [low, high])`` per metric, then the held-out rise."""
+    """Markdown: one row per run, a cell ``value (effect [low, high])`` per metric (with ``sd``, ``; sd
+    s`` after the interval: the differences' standard deviation), then the held-out rise."""
     metrics = list(dict.fromkeys(table["metric"]))
     level = f"{confidence:.0%}"
     head = [
@@ -101,8 +108,9 @@ def render_comparison(
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for run, rows in table.groupby("run", sort=False):
         by = rows.set_index("metric")
+        spread = {m: f"; sd {by.at[m, 'sd']:.3f}" if sd else "" for m in metrics}
         cells = [f"{by.at[m, 'value']:.3f} ({by.at[m, 'effect']:+.3f} [{by.at[m, 'ci_low']:+.3f}, "
-                 f"{by.at[m, 'ci_high']:+.3f}])" for m in metrics]  # fmt: skip
+                 f"{by.at[m, 'ci_high']:+.3f}]{spread[m]})" for m in metrics]  # fmt: skip
         c = curves.get(str(run))
         if c is None:
             cells.append("no curve")
