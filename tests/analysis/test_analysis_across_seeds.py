@@ -331,6 +331,9 @@ def test_the_learning_gate_is_read_pooled_over_the_seeds_a_claim_pools():
     rows = learning_across_seeds(learning, diffs, seed=7, resamples=400, confidence=0.95)
     off = next(r for r in rows if r["run"] == "off")["pooled"]["test"]
     assert f"[{off['ci_low']:+.3f}, {off['ci_high']:+.3f}]" in verdict and off["ci_low"] <= 0
+    rows = learning_across_seeds(learning, diffs, seed=7, resamples=400, confidence=0.95, power=0.8)
+    off = next(r for r in rows if r["run"] == "off")["pooled"]["test"]
+    assert verdict.endswith(f"; detectable {off['detectable']:.3f})")  # what the pooled gate can see
     assert pooled_gate("e1", [1, 2], {s: f.set_index("run") for s, f in learning.items()}, diffs, seed=7,
                        resamples=400, confidence=0.95) is None  # fmt: skip
     # the Holm family holds the claims read pooled: e4_vs_e1 and free, not off_vs_base

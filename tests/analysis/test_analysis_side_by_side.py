@@ -166,15 +166,17 @@ def test_each_run_is_also_compared_pooled_over_the_shared_seeds(tmp_path: Path) 
                       for run, m in (("r1", shift), ("r2", 0.03))}  # fmt: skip
             diffs[(name, s)] = differences_frame(series)
             diffs[(name, s)].to_csv(root / f"seed{s}" / "claims" / "differences.csv", index=False)
-        record = {"config": {"bootstrap": {"resamples": 300, "confidence": 0.95}}, "seeds": {"seed": 5}}
+        # replicates [2, 1]: the order the across-seed report pooled in (the bootstrap's draws depend on it)
+        record = {"config": {"bootstrap": {"resamples": 300, "confidence": 0.95}},
+                  "seeds": {"seed": 5, "replicates": [2, 1]}}  # fmt: skip
         (root / "claims" / "across_seeds.csv.provenance.json").write_text(json.dumps(record))
         roots.append(root)
     trees = [read_tree(r) for r in roots]
     assert pooling_of(trees) == {"seed": 5, "resamples": 300, "confidence": 0.95}
     rows = {r["run"]: r for r in learning_rows(trees)}
     assert rows["r1"]["flips"] == ["pooled"] and rows["r2"]["flips"] == []
-    learning = {s: trees[1].learning[s] for s in (1, 2)}
-    want = learning_across_seeds(learning, {s: diffs[("b", s)] for s in (1, 2)}, seed=5, resamples=300,
+    learning = {s: trees[1].learning[s] for s in (2, 1)}
+    want = learning_across_seeds(learning, {s: diffs[("b", s)] for s in (2, 1)}, seed=5, resamples=300,
                                  confidence=0.95)  # fmt: skip
     p = next(r for r in want if r["run"] == "r1")["pooled"]["test"]
     assert rows["r1"]["cells"][-1] == f"{p['effect']:+.3f} [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]"

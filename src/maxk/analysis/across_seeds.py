@@ -165,9 +165,7 @@ def learning_across_seeds(
     pooled over every seed that measured it (its per-problem values in ``differences`` as
     ``learned:{part}:{run}``) with the two-level interval: does the run raise its objective on average
     over training seeds. ``detectable`` (with ``power``; else NaN): the smallest true effect whose
-    interval excludes zero with probability ``power``, ``(z(1 - alpha) + z(power)) * se`` at ``alpha =
-    (1 - confidence) / 2``, ``se`` the standard deviation of the two-level replicates."""
-    from scipy.stats import norm
+    interval excludes zero with probability ``power`` (``_pooled_part``)."""
 
     runs = list(dict.fromkeys(r for f in learning.values() for r in f["run"]))
     out = []
@@ -184,16 +182,29 @@ def learning_across_seeds(
             values = [v for v in values if v.size]
             if values:
                 rng = derive_seed(seed, "across_seeds", key)
-                draws = two_level_draws(values, seed=rng, resamples=resamples)
-                tail = (1.0 - confidence) / 2.0
-                low, high = np.quantile(draws, [tail, 1.0 - tail])
-                z = math.nan if power is None else float(norm.ppf(1 - tail) + norm.ppf(power))
-                pooled[part] = {"effect": float(np.mean([v.mean() for v in values])), "ci_low": float(low),
-                                "ci_high": float(high), "seeds": len(values),
-                                "detectable": z * float(np.std(draws, ddof=1))}  # fmt: skip
+                boot = {"resamples": resamples, "confidence": confidence, "power": power}
+                pooled[part] = _pooled_part(values, rng, **boot)
         objective = next(iter(per_seed.values()))["objective"]
         out.append({"run": run, "objective": objective, "seeds": per_seed, "pooled": pooled})
     return out
+
+
+def _pooled_part(
+    values: Sequence[np.ndarray], rng: int, *, resamples: int, confidence: float, power: float | None
+) -> dict:
+    """One part pooled over seeds (``values``: each seed's per-problem values): ``{"effect", "ci_low",
+    "ci_high", "seeds", "detectable"}``, the two-level bootstrap seeded with ``rng``; ``detectable``
+    ``(z(1 - alpha) + z(power)) * se`` at ``alpha = (1 - confidence) / 2``, ``se`` the replicates'
+    standard deviation (NaN without ``power``)."""
+    from scipy.stats import norm
+
+    draws = two_level_draws(values, seed=rng, resamples=resamples)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(draws, [tail, 1.0 - tail])
+    z = math.nan if power is None else float(norm.ppf(1 - tail) + norm.ppf(power))
+    return {"effect": float(np.mean([v.mean() for v in values])), "ci_low": float(low),
+            "ci_high": float(high), "seeds": len(values),
+            "detectable": z * float(np.std(draws, ddof=1))}  # fmt: skip
 
 
 def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], decimals: int) -> list[str]:
@@ -341,7 +352,8 @@ def across_seeds(
                 key = (run, tuple(pooled_on))
                 if key not in gate_of:
                     gate_of[key] = pooled_gate(run, pooled_on, ran, differences, seed=seed,
-                                               resamples=resamples, confidence=confidence)  # fmt: skip
+                                               resamples=resamples, confidence=confidence,
+                                               power=power)  # fmt: skip
                 reasons += [gate_of[key]] if gate_of[key] else []
         row["gate"] = "; ".join(reasons)
         row["paper_effect"] = ref.get("paper_effect", math.nan)
@@ -384,24 +396,29 @@ def pooled_gate(
     seed: int,
     resamples: int,
     confidence: float,
+    power: float | None = None,
 ) -> str | None:
     """Why a claim pooled over ``seeds`` cannot be read on ``run`` (None: it can): its test-set effect
     on its own objective (``learned:test:{run}`` in each seed's differences) pooled over those seeds
-    with the two-level interval (seeded as ``learning_across_seeds`` seeds it, so the same seeds give
-    the same interval) is not above zero. ``learning[s]``: seed s's ``learning.csv`` indexed by run."""
-    key = f"learned:test:{run}"
+    with the two-level interval (``learning_across_seeds``'s, seeded alike, so the same seeds in the
+    same order give the same interval and, with ``power``, the same smallest detectable effect, named
+    in the reason: a run that gained less than it is "not testable" for want of power) is not above
+    zero. ``learning[s]``: seed s's ``learning.csv`` indexed by run."""
+    key, where = f"learned:test:{run}", ", ".join(map(str, seeds))
     values = [differences[s].loc[differences[s]["claim"] == key, "difference"].to_numpy(dtype=float)
               for s in seeds]  # fmt: skip
-    where = ", ".join(map(str, seeds))
     if any(v.size == 0 for v in values):
         return f"{run}'s per-problem test-set effect is missing on a seed of {where}"
-    effect, low, high = two_level_interval(
-        values, seed=derive_seed(seed, "across_seeds", key), resamples=resamples, confidence=confidence
-    )
-    if low > 0:
+    pooled = _pooled_part(values, derive_seed(seed, "across_seeds", key), resamples=resamples,
+                          confidence=confidence, power=power)  # fmt: skip
+    if pooled["ci_low"] > 0:
         return None
     objective = learning[seeds[0]].loc[run, "objective"]
-    return f"{run} did not raise {objective} pooled over seeds {where} ({fmt_interval(effect, low, high, 3)})"
+    interval = fmt_interval(pooled["effect"], pooled["ci_low"], pooled["ci_high"], 3)
+    detectable = fmt_number(pooled["detectable"], 3, signed=False)
+    return f"{run} did not raise {objective} pooled over seeds {where} ({interval}" + (
+        f"; detectable {detectable})" if detectable else ")"
+    )
 
 
 def _pooled_verdicts(rows: list[dict], alpha: float) -> None:

@@ -53,6 +53,8 @@ class Tree:
     pooled_yardstick: pd.DataFrame | None = None
     #: the across-seed report's bootstrap settings (``seed``, ``resamples``, ``confidence``), if it has one
     pooling: dict | None = None
+    #: the across-seed report's seed order (``replicates``): the two-level bootstrap's draws depend on it
+    replicates: list[int] = field(default_factory=list)
 
 
 def _read(path: Path, what: str) -> pd.DataFrame:
@@ -93,6 +95,7 @@ def read_tree(results: Path) -> Tree:
             boot = record["config"]["bootstrap"]
             tree.pooling = {"seed": int(record["seeds"]["seed"]), "resamples": int(boot["resamples"]),
                             "confidence": float(boot["confidence"])}  # fmt: skip
+            tree.replicates = [int(s) for s in record["seeds"].get("replicates") or []]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{provenance}: cannot read the bootstrap settings: {exc!r}") from exc
     return tree
@@ -175,7 +178,9 @@ def pooling_of(trees: Sequence[Tree]) -> dict | None:
 
 
 def _pooled_learning(tree: Tree, seeds: Sequence[int], pooling: dict) -> dict[str, dict]:
-    """``{run: its test-set part pooled over seeds}`` (``learning_across_seeds``)."""
+    """``{run: its test-set part pooled over seeds}`` (``learning_across_seeds``), the seeds in the order
+    of the tree's ``replicates`` (the order its across-seed report pooled them in), the others after."""
+    seeds = [s for s in tree.replicates if s in seeds] + sorted(set(seeds) - set(tree.replicates))
     learning = {s: tree.learning[s] for s in seeds}
     rows = learning_across_seeds(learning, {s: tree.differences[s] for s in seeds}, **pooling)
     return {r["run"]: r["pooled"]["test"] for r in rows if "test" in r["pooled"]}
