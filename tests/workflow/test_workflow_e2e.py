@@ -173,6 +173,21 @@ def _seed_artefacts(res: Path) -> None:
         assert (table.parent / (table.name + ".provenance.json")).is_file(), table
 
 
+def test_the_learning_command_reads_runs_as_the_claims_job_did(clean_run: Path, tmp_path: Path) -> None:
+    """`maxk analyze learning RUN...` on a finished seed, with the run's config files: the rows of that
+    seed's learning.csv, byte for byte once parsed (the same settings, metrics and bootstrap seed)."""
+    import pandas as pd
+
+    seed, runs = SEEDS[1], ["offpolicy_bon", "grpo_continuous"]  # the small config's runs, in another order
+    out = tmp_path / "learning.csv"
+    cmd = [sys.executable, "-m", "maxk", "analyze", "learning", *runs, "--results", P.seed_dir(seed),
+           "--configfile", str(ROOT / "config" / "config.yaml"), str(SMALL), "--csv", str(out)]  # fmt: skip
+    res = subprocess.run(cmd, cwd=clean_run, env=env(), capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert res.returncode == 0, res.stderr
+    job = pd.read_csv(clean_run / P.learning(seed)).set_index("run").loc[runs]
+    pd.testing.assert_frame_equal(pd.read_csv(out).set_index("run"), job)
+
+
 def test_report_is_self_contained_html(clean_run: Path) -> None:
     smk(clean_run, "--report", "report.html", *clean_targets())
     html = (clean_run / "report.html").read_text(errors="replace")

@@ -245,6 +245,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(handler=_compare)
 
     q = s.add_parser(
+        "learning",
+        help="what named runs learned, as the claims job reads it, from one seed's results "
+        "(no --config-json)",
+        description="For each RUN: its own objective on the unseen test set (run - base, paired interval, "
+        "the smallest effect it detects, the paper's own effect), on the held-out pool and on its own "
+        "training prompts (last - first), its off-policy regime, the base at its best temperature, and why "
+        "a claim on it could not be read (maxk.analysis.learning: the claims job's learning.csv, for any "
+        "run, a probe's included). The runs' settings come from the config files (--configfile, as given "
+        "to snakemake: a probe's overlay names its runs); the bootstrap seed is the results directory's.",
+    )
+    q.add_argument("runs", nargs="+", metavar="RUN", help="run names (RESULTS/metrics/{run}/)")
+    q.add_argument(
+        "--results",
+        default=None,
+        help="one seed's results directory, results/seed{seed} (default: the only one under results/)",
+    )
+    q.add_argument(
+        "--configfile",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="the config files the runs were trained with, in snakemake's order "
+        "(default: config/config.yaml)",
+    )
+    q.add_argument("--csv", default=None, help="also write the table (learning.csv's columns) here")
+    q.set_defaults(handler=_learning)
+
+    q = s.add_parser(
         "side-by-side",
         help="two or more results trees' verdicts side by side: what flips with other bytes "
         "(no --config-json)",
@@ -862,6 +890,65 @@ def _contamination(args: argparse.Namespace) -> int:
             "training overlaps audited sets (--fail-on-overlap): "
             + ", ".join(f"{m} on {a}: {n}" for m, a, n in bad)
         )
+    return 0
+
+
+def _learning(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from maxk.analysis.learning import learning_table, render_learning, yardstick_models
+    from maxk.analysis.paper_results import paper_lookup
+    from maxk.cli import UserError
+    from maxk.config import ConfigError, load_config
+    from maxk.paths import BASE, seed_of
+    from maxk.workflow.slices import analysis_claims
+
+    root = Path(args.results) if args.results else _only_seed_dir()
+    try:
+        seed = seed_of(str(root.resolve()))
+        config = load_config(*args.configfile)
+    except (ValueError, ConfigError) as exc:
+        raise UserError(f"--results/--configfile: {exc}") from exc
+    cfg = analysis_claims(config)
+    files = " ".join(args.configfile) or "config/config.yaml"
+    unknown = [r for r in args.runs if r not in cfg["runs"]]
+    if unknown:
+        raise UserError(
+            f"{unknown}: no such run in {files} (a probe's runs: add its overlay with --configfile)"
+        )
+    dataset = cfg["claims"]["dataset"]
+
+    def metrics(model: str) -> pd.DataFrame | None:
+        path = root / "metrics" / model / f"{dataset}.parquet"
+        return pd.read_parquet(path) if path.exists() else None
+
+    frames = {(m, dataset): metrics(m) for m in (BASE, *args.runs, *yardstick_models(cfg))}
+    missing = [m for (m, _), f in frames.items() if f is None and m in (BASE, *args.runs)]
+    if missing:
+        raise UserError(
+            f"{root}/metrics: no {dataset} metrics of {missing} (run the pipeline up to them first)"
+        )
+    if any(f is None for f in frames.values()):  # the yardstick's models not generated here: no yardstick
+        cfg["claims"] = {**cfg["claims"], "yardstick_temperatures": []}
+    train = {r: pd.read_csv(root / "metrics" / "train" / f"{r}.csv") for r in args.runs
+             if (root / "metrics" / "train" / f"{r}.csv").exists()}  # fmt: skip
+    runs = {r: cfg["runs"][r] for r in args.runs}
+    cfg = {**cfg, "models": {m: m for m in (BASE, *args.runs)}, "runs": runs}
+    found = {k: f for k, f in frames.items() if f is not None}
+    try:
+        table = learning_table(cfg, found, train, seed=seed, paper_lookup=paper_lookup)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    if args.csv:
+        from maxk.io import atomic_open
+
+        with atomic_open(args.csv) as fh:
+            table.to_csv(fh, index=False, float_format="%.6g")
+    boot = cfg["bootstrap"]
+    lines = render_learning(table, int(cfg["decimals"]), confidence=float(boot["confidence"]),
+                            power=float(cfg["claims"]["power"]),
+                            paper_dataset=cfg["claims"].get("paper_dataset"))  # fmt: skip
+    print("\n".join(lines))
     return 0
 
 
