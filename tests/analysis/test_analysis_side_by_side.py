@@ -110,6 +110,21 @@ def test_the_report_counts_the_flips_and_shows_every_tree(two_trees: tuple[Path,
     assert "| `r2` | max@1 | **+0.020 [+0.010, +0.030]** | +0.000 [-0.010, +0.030] |" in text
 
 
+def test_each_tree_s_counts_are_tallied_by_verdict_kind(two_trees: tuple[Path, Path]) -> None:
+    from maxk.analysis.side_by_side import tally
+
+    trees = [read_tree(p) for p in two_trees]
+    claims, runs = claim_rows(trees), learning_rows(trees)
+    assert [tally(claims, "seed 1", t) for t in (0, 1)] == ["1 holds, 1 not testable"] * 2
+    assert [tally(claims, "seed 2", t) for t in (0, 1)] == ["1 holds, 1 does not hold", "2 does not hold"]
+    assert [tally(claims, "pooled", t) for t in (0, 1)] == ["1 holds, 1 read on one seed",
+                                                           "1 does not hold, 1 read on one seed"]  # fmt: skip
+    assert [tally(runs, "seed 1", t) for t in (0, 1)] == ["2 of 2", "1 of 2"]
+    text = render(trees, ["as is", "other kernels"])
+    assert "| the paper's claims, seed 2 | 1 holds, 1 does not hold | 2 does not hold | differ |" in text
+    assert "| yardstick claims, pooled | 1 does not hold | 1 does not hold |  |" in text
+
+
 def test_only_the_shared_seeds_are_compared(tmp_path: Path) -> None:
     same = ({"c1": "holds"}, {"r1": True}, {})
     a = read_tree(tree(tmp_path / "a", {1: same, 2: same}))

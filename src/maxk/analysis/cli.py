@@ -281,7 +281,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "bootstrap settings of a tree's across-seed report), each claim's and yardstick claim's verdict per "
         "seed and, where every tree has an across-seed report, pooled; a row flips when its verdict's kind "
         "(or whether a run learned) differs between the trees (maxk.analysis.side_by_side). E.g. the "
-        "default run twice, once under ATEN_CPU_CAPABILITY=default. "
+        "default run twice, once under ATEN_CPU_CAPABILITY=default. Each tree's counts by verdict kind "
+        "come first. "
         "Prints Markdown, or writes it with --md.",
     )
     q.add_argument("results", nargs="+", metavar="RESULTS", help="results directories (a run's results/)")

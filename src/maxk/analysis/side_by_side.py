@@ -149,7 +149,7 @@ def claim_rows(trees: Sequence[Tree], *, yardstick: bool = False, decimals: int 
     pooled = [_by_id(f) for f in pooled_frames] if all(f is not None for f in pooled_frames) else None
     rows = []
     for claim in _keys_in_order(per_seed):
-        row: dict = {"id": claim, "cells": [], "flips": []}
+        row: dict = {"id": claim, "cells": [], "flips": [], "kinds": {}}
         columns = [
             (f"seed {s}", [per_seed[t][j].get(claim) for t in range(len(trees))]) for j, s in enumerate(seeds)
         ]
@@ -158,6 +158,7 @@ def claim_rows(trees: Sequence[Tree], *, yardstick: bool = False, decimals: int 
         for name, readings in columns:
             kinds, cells = zip(*(_cell(r, decimals) for r in readings), strict=True)
             row["cells"] += cells
+            row["kinds"][name] = kinds
             if len(set(kinds)) > 1:
                 row["flips"].append(name)
         rows.append(row)
@@ -197,7 +198,7 @@ def learning_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[dict]:
     pooled = [_pooled_learning(t, seeds, pooling) for t in trees] if pooling else None
     rows = []
     for run in _keys_in_order(tables):
-        row: dict = {"run": run, "objective": "", "cells": [], "flips": []}
+        row: dict = {"run": run, "objective": "", "cells": [], "flips": [], "learned": {}}
         for j, seed in enumerate(seeds):
             learned = []
             for t in range(len(trees)):
@@ -213,6 +214,7 @@ def learning_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[dict]:
                 )
                 row["cells"].append(f"**{text}**" if flag else text)
                 learned.append(flag)
+            row["learned"][f"seed {seed}"] = learned
             if len(set(learned)) > 1:
                 row["flips"].append(f"seed {seed}")
         if pooled is not None:
@@ -226,10 +228,22 @@ def learning_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[dict]:
                 text = fmt_interval(p["effect"], p["ci_low"], p["ci_high"], decimals)
                 row["cells"].append(f"**{text}**" if p["ci_low"] > 0 else text)
                 above.append(bool(p["ci_low"] > 0))
+            row["learned"]["pooled"] = above
             if len(set(above)) > 1:
                 row["flips"].append("pooled")
         rows.append(row)
     return rows
+
+
+def tally(rows: Sequence[dict], column: str, tree: int) -> str:
+    """One tree's count of a column (``seed {s}`` or ``pooled``): for claims (``claim_rows``), each
+    verdict kind's count ("1 holds, 6 not testable"); for runs (``learning_rows``), "k of n" learned."""
+    if rows and "learned" in rows[0]:
+        flags = [r["learned"][column][tree] for r in rows if column in r["learned"]]
+        return f"{sum(f is True for f in flags)} of {len(flags)}" if flags else ""
+    kinds = [r["kinds"][column][tree] for r in rows if column in r["kinds"]]
+    order = [*VERDICT_KINDS, *sorted(set(kinds) - set(VERDICT_KINDS))]
+    return ", ".join(f"{kinds.count(k)} {k}" for k in order if kinds.count(k))
 
 
 def _table(first: Sequence[str], columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -283,6 +297,19 @@ def render(trees: Sequence[Tree], labels: Sequence[str], *, decimals: int = 3) -
             f"claims: {count(claims, f'seed {s}')}"
             + (f"; yardstick claims: {count(yard, f'seed {s}')}" if yard else "")
         ]
+    per_seed = [f"seed {s}" for s in seeds]
+    read = (["pooled"] if pooled else []) + per_seed
+    counts = []
+    for what, rows, cols in (
+        ("runs that learned their objective", runs, (["pooled"] if pooling_of(trees) else []) + per_seed),
+        ("the paper's claims", claims, read),
+        ("yardstick claims", yard, read),
+    ):
+        for col in cols if rows else []:
+            cells = [tally(rows, col, t) for t in range(len(trees))]
+            counts.append([f"{what}, {col}", *cells, "" if len(set(cells)) == 1 else "differ"])
+    out += ["", "## Counts per tree", ""]
+    out += _table(["reading"], list(labels), counts)
     out += ["", "## What each run learned (its own objective on the test set, run - base; bold: learned)", ""]
     out += _table(
         ["run", "objective"],
