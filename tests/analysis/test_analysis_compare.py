@@ -89,3 +89,30 @@ def test_cli_prints_one_row_per_run_and_names_a_missing_file(tmp_path, capsys):
     assert f"; sd {(rl['pass@1'] - base['pass@1']).std(ddof=1):.3f})" in capsys.readouterr().out
     assert main([*argv, "missing"]) != 0
     assert "metrics/missing/ds.parquet: no metrics of missing on ds" in capsys.readouterr().err
+
+
+def test_several_seeds_give_each_seed_s_table_then_the_two_level_pooled_effect(tmp_path, capsys):
+    """--results repeated: each seed's table as with one, then each effect pooled over the seeds in the
+    order given (two_level_interval over the seeds' per-problem differences)."""
+    from maxk.analysis.compare import pool_runs
+    from maxk.analysis.stats import two_level_interval
+    from maxk.seeds import derive_seed
+
+    frames = {}
+    for s in (4, 9):
+        for run, level in (("base", 0.0), ("rl", 0.2)):
+            frames[(s, run)] = metrics(level, seed=10 * s + len(run))
+            path = tmp_path / f"seed{s}" / "metrics" / run / "ds.parquet"
+            path.parent.mkdir(parents=True)
+            frames[(s, run)].to_parquet(path)
+    argv = ["analyze", "compare", "rl", "--dataset", "ds", "--resamples", "400", "--metric", "max@1"]
+    assert main([*argv, "--results", str(tmp_path / "seed9"), "--results", str(tmp_path / "seed4")]) == 0
+    out = capsys.readouterr().out
+    assert f"## {tmp_path / 'seed9'}" in out and f"## {tmp_path / 'seed4'}" in out and "## pooled" in out
+    diffs = [frames[(s, "rl")]["max@1"].to_numpy() - frames[(s, "base")]["max@1"].to_numpy() for s in (9, 4)]
+    want = two_level_interval(diffs, seed=derive_seed(0, "compare", "pooled", "rl", "max@1"), resamples=400,
+                              confidence=0.95)  # fmt: skip
+    assert "| rl | {:+.3f} [{:+.3f}, {:+.3f}] | 2 |".format(*want) in out
+    table = pool_runs([(frames[(s, "base")], {"rl": frames[(s, "rl")]}) for s in (9, 4)], ["max@1"], seed=0,
+                      resamples=400)  # fmt: skip
+    assert table.loc[0, "effect"] == pytest.approx(np.mean([d.mean() for d in diffs]))

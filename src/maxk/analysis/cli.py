@@ -228,8 +228,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("runs", nargs="+", metavar="RUN", help="run names (RESULTS/metrics/{run}/)")
     q.add_argument(
         "--results",
+        action="append",
         default=None,
-        help="one seed's results directory, results/seed{seed} (default: the only one under results/)",
+        help="one seed's results directory, results/seed{seed} (default: the only one under results/); "
+        "repeat it for several seeds: each seed's table, then every effect pooled over them (two-level "
+        "bootstrap, the seeds in the order given)",
     )
     q.add_argument("--dataset", default="suite_test", help="evaluation set (default: suite_test)")
     q.add_argument("--reference", default="base", help="the model compared against (default: base)")
@@ -968,38 +971,52 @@ def _only_seed_dir() -> Path:
 def _compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from maxk.analysis.compare import compare_runs, default_metrics, heldout_rise, render_comparison
+    from maxk.analysis.compare import (
+        compare_runs,
+        default_metrics,
+        heldout_rise,
+        pool_runs,
+        render_comparison,
+        render_pooled,
+    )
     from maxk.cli import UserError
 
-    root = Path(args.results) if args.results else _only_seed_dir()
+    roots = [Path(r) for r in args.results] if args.results else [_only_seed_dir()]
+    per_seed, metrics = [], args.metric
+    for root in roots:
 
-    def metrics_file(run: str) -> Path:
-        path = root / "metrics" / run / f"{args.dataset}.parquet"
-        if not path.exists():
-            raise UserError(
-                f"{path}: no metrics of {run} on {args.dataset} (run the pipeline up to it first)"
-            )
-        return path
+        def metrics_file(run: str, root: Path = root) -> Path:
+            path = root / "metrics" / run / f"{args.dataset}.parquet"
+            if not path.exists():
+                raise UserError(
+                    f"{path}: no metrics of {run} on {args.dataset} (run the pipeline up to it first)"
+                )
+            return path
 
-    reference = pd.read_parquet(metrics_file(args.reference))
-    runs = {run: pd.read_parquet(metrics_file(run)) for run in args.runs}
-    try:
-        table = compare_runs(
-            reference,
-            runs,
-            args.metric or default_metrics(reference),
-            seed=args.seed,
-            resamples=args.resamples,
-        )
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
-    curves = {}
-    for run in args.runs:
-        csv = root / "metrics" / "train" / f"{run}.csv"
-        curves[run] = (
-            heldout_rise(pd.read_csv(csv), seed=args.seed, resamples=args.resamples) if csv.exists() else None
-        )
-    print(render_comparison(table, curves, sd=args.sd), end="")
+        reference = pd.read_parquet(metrics_file(args.reference))
+        runs = {run: pd.read_parquet(metrics_file(run)) for run in args.runs}
+        metrics = metrics or default_metrics(reference)
+        try:
+            table = compare_runs(reference, runs, metrics, seed=args.seed, resamples=args.resamples)
+        except ValueError as exc:
+            raise UserError(f"{root}: {exc}") from exc
+        curves = {}
+        for run in args.runs:
+            csv = root / "metrics" / "train" / f"{run}.csv"
+            frame = pd.read_csv(csv) if csv.exists() else None
+            boot = {"seed": args.seed, "resamples": args.resamples}
+            curves[run] = None if frame is None else heldout_rise(frame, **boot)
+        if len(roots) > 1:
+            print(f"## {root}\n")
+        print(render_comparison(table, curves, sd=args.sd), end="")
+        per_seed.append((reference, runs))
+    if len(roots) > 1:
+        try:
+            pooled = pool_runs(per_seed, metrics, seed=args.seed, resamples=args.resamples)
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+        print("\n## pooled\n")
+        print(render_pooled(pooled, [str(r) for r in roots]), end="")
     return 0
 
 

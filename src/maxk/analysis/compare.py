@@ -66,6 +66,61 @@ def compare_runs(
     return pd.DataFrame(rows)
 
 
+def pool_runs(
+    per_seed: Sequence[tuple[pd.DataFrame, Mapping[str, pd.DataFrame]]],
+    metrics: Sequence[str],
+    *,
+    seed: int,
+    resamples: int = 10_000,
+    confidence: float = BOOTSTRAP.confidence,
+) -> pd.DataFrame:
+    """Each run's effect ``run - reference`` pooled over several seeds: ``per_seed`` holds, seed by seed
+    (in the order given: the bootstrap's draws depend on it), ``(reference, {run: frame})`` as
+    ``compare_runs`` takes them. One row per (run, metric): ``run, metric, effect, ci_low, ci_high,
+    seeds``, the mean over seeds of each seed's mean difference with its two-level bootstrap interval
+    (``maxk.analysis.stats.two_level_interval``: seeds, then each seed's problems)."""
+    from maxk.analysis.stats import two_level_interval
+
+    runs = list(dict.fromkeys(r for _, frames in per_seed for r in frames))
+    rows = []
+    for run in runs:
+        for m in metrics:
+            diffs = []
+            for reference, frames in per_seed:
+                if run not in frames:
+                    continue
+                ref = reference.set_index("problem_id").sort_index()
+                cur = frames[run].set_index("problem_id").sort_index()
+                if not cur.index.equals(ref.index):
+                    raise ValueError(f"{run}: its problems differ from the reference's on a seed")
+                diffs.append(cur[m].to_numpy() - ref[m].to_numpy())
+            effect, low, high = two_level_interval(
+                diffs, seed=derive_seed(seed, "compare", "pooled", run, m), resamples=resamples,
+                confidence=confidence,
+            )  # fmt: skip
+            rows.append({"run": run, "metric": m, "effect": effect, "ci_low": low, "ci_high": high,
+                         "seeds": len(diffs)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def render_pooled(
+    table: pd.DataFrame, labels: Sequence[str], confidence: float = BOOTSTRAP.confidence
+) -> str:
+    """Markdown: one row per run, a cell ``effect [low, high]`` per metric, pooled over ``labels``."""
+    metrics = list(dict.fromkeys(table["metric"]))
+    level = f"{confidence:.0%}"
+    head = ["run", *(f"{m}: run - reference, pooled [{level} two-level CI]" for m in metrics), "seeds"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for run, rows in table.groupby("run", sort=False):
+        by = rows.set_index("metric")
+        cells = [f"{by.at[m, 'effect']:+.3f} [{by.at[m, 'ci_low']:+.3f}, {by.at[m, 'ci_high']:+.3f}]"
+                 for m in metrics]  # fmt: skip
+        lines.append("| " + " | ".join([str(run), *cells, str(int(rows["seeds"].iloc[0]))]) + " |")
+    lines += ["", f"pooled over {', '.join(labels)}: the mean of each seed's mean difference, the interval "
+              "a two-level bootstrap (seeds, then each seed's problems)"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def heldout_rise(
     train_metrics: pd.DataFrame,
     *,
