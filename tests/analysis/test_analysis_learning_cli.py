@@ -25,10 +25,9 @@ def _tree(root: Path, seed: int) -> Path:
 
 
 def test_a_named_run_is_read_as_the_claims_job_reads_it(tmp_path: Path, capsys) -> None:
-    from maxk.analysis.learning import learning_table
+    from maxk.analysis.learning import claims_config, learning_table
     from maxk.analysis.paper_results import paper_lookup
     from maxk.config import load_config
-    from maxk.workflow.slices import analysis_claims
 
     res = _tree(tmp_path, 7)
     out = tmp_path / "learning.csv"
@@ -36,7 +35,7 @@ def test_a_named_run_is_read_as_the_claims_job_reads_it(tmp_path: Path, capsys) 
     text = capsys.readouterr().out
     assert "| `grpo_e4_ppo1` | max@1 | **+0." in text and "held-out pool: last - first" in text
     # the same table as learning_table on the default config's run settings, bootstrap seeded by the seed: 7
-    cfg = analysis_claims(load_config())
+    cfg = claims_config(load_config())
     cfg = {**cfg, "models": {"base": "base", "grpo_e4_ppo1": "grpo_e4_ppo1"},
            "runs": {"grpo_e4_ppo1": cfg["runs"]["grpo_e4_ppo1"]},
            "claims": {**cfg["claims"], "yardstick_temperatures": []}}  # fmt: skip

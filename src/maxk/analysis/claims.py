@@ -215,7 +215,7 @@ YARDSTICK_WHERE = "beyond the paper: Karan & Du 2025, arXiv 2510.14901"
 
 def yardstick_claims(cfg: Mapping) -> tuple[Claim, ...]:
     """One claim per run of ``cfg["runs"]`` that ``cfg["models"]`` lists (``runs``: each run's objective
-    settings, ``maxk.workflow.slices.learning_settings``): the run beats the base at its best
+    settings, ``maxk.analysis.learning.learning_settings``): the run beats the base at its best
     temperature (1 and each yardstick temperature) at the run's own objective. None without
     yardstick temperatures."""
     models = yardstick_models(cfg)

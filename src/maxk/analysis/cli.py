@@ -900,12 +900,11 @@ def _contamination(args: argparse.Namespace) -> int:
 def _learning(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from maxk.analysis.learning import learning_table, render_learning, yardstick_models
+    from maxk.analysis.learning import claims_config, learning_table, render_learning, yardstick_models
     from maxk.analysis.paper_results import paper_lookup
     from maxk.cli import UserError
     from maxk.config import ConfigError, load_config
     from maxk.paths import BASE, seed_of
-    from maxk.workflow.slices import analysis_claims
 
     root = Path(args.results) if args.results else _only_seed_dir()
     try:
@@ -913,7 +912,7 @@ def _learning(args: argparse.Namespace) -> int:
         config = load_config(*args.configfile)
     except (ValueError, ConfigError) as exc:
         raise UserError(f"--results/--configfile: {exc}") from exc
-    cfg = analysis_claims(config)
+    cfg = claims_config(config)
     files = " ".join(args.configfile) or "config/config.yaml"
     unknown = [r for r in args.runs if r not in cfg["runs"]]
     if unknown:

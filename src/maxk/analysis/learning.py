@@ -57,9 +57,11 @@ __all__ = [
     "PARTS",
     "best_by_mean",
     "best_tempered",
+    "claims_config",
     "fmt_interval",
     "fmt_number",
     "gates",
+    "learning_settings",
     "learning_table",
     "measured_endpoints",
     "own_objective",
@@ -80,6 +82,32 @@ LEARNING_COLUMNS = (
     "tempered_model", "tempered_value", "tempered_effect",
     "learned", "off_policy", "regime_iteration", "clamped_frac", "median_abs_delta", "regime_ok", "gate",
 )  # fmt: skip
+
+
+#: a run's settings that say which objective it trains and how off-policy it is
+LEARNING_KEYS = ("reward_kind", "bon_k", "num_generations", "num_iterations", "delta_clamp")
+#: the ``analysis`` keys the claims read (with ``runs``: ``learning_settings``)
+CLAIMS_KEYS = ("claims", "models", "significance", "bootstrap", "decimals")
+
+
+def learning_settings(config: Mapping) -> dict[str, dict]:
+    """Each run's method and ``LEARNING_KEYS`` as its job trains it (``maxk.train.launch.run_config``:
+    ``train`` merged with the run's overrides) from the whole config."""
+    from maxk.train.launch import run_config
+
+    out = {}
+    for run, entry in config["runs"].items():
+        effective = run_config(config["train"], entry)
+        out[run] = {"method": effective["advantage_method"], **{k: effective[k] for k in LEARNING_KEYS}}
+    return out
+
+
+def claims_config(config: Mapping) -> dict:
+    """The claims' analysis config from the whole config: ``analysis``'s ``CLAIMS_KEYS`` and ``runs``
+    (``learning_settings``): what the claims job (rule analysis_claims) and ``maxk analyze learning``
+    read."""
+    section = config["analysis"]
+    return {**{k: section[k] for k in CLAIMS_KEYS if k in section}, "runs": learning_settings(config)}
 
 
 def yardstick_models(cfg: Mapping) -> tuple[str, ...]:
@@ -182,7 +210,7 @@ def learning_table(
     """One row per run of ``cfg["runs"]`` that ``cfg["models"]`` lists (``LEARNING_COLUMNS``).
 
     ``cfg``: the claims' analysis slice (``claims``, ``models``, ``bootstrap``, ``runs``: each run's
-    settings, ``maxk.workflow.slices.learning_settings``). ``metrics[(run, dataset)]``: per-problem
+    settings, ``learning_settings``). ``metrics[(run, dataset)]``: per-problem
     metrics on the claims' dataset (the base's too); ``train_metrics[run]``: the run's metrics CSV.
     A part with nothing to read is left empty. ``differences``, when given, is filled with each part's
     per-problem values under ``learned:{part}:{run}`` (what the across-seed report pools).

@@ -15,7 +15,7 @@ Each command reads back exactly the shape its slice has here. ``config`` is the 
     analysis_metrics   analysis.ks, analysis.ragged
     analysis_*         analysis without lab and claims   (tables, significance, figures)
     analysis_claims    analysis.claims, models, significance, bootstrap, decimals, and each run's
-                       objective settings (``learning_settings``: method, reward, k, n, PPO iterations)
+                       objective settings (``maxk.analysis.learning.learning_settings``)
     analysis_across_seeds  the same, for the claims across the seeds
     analysis_lab       analysis.lab
     environment        all of it but `warm_start` (the provenance record hashes the config)
@@ -111,26 +111,11 @@ def analysis(config: Config, _: str | None = None) -> Config:
     return {k: v for k, v in config["analysis"].items() if k not in ("lab", "claims")}
 
 
-#: a run's settings that say which objective it trains and how off-policy it is (maxk.analysis.learning)
-LEARNING_KEYS = ("reward_kind", "bon_k", "num_generations", "num_iterations", "delta_clamp")
-
-
-def learning_settings(config: Config) -> Config:
-    """Each run's method and ``LEARNING_KEYS`` as its job trains it (``run_config``: train merged with
-    the run)."""
-    from maxk.train.launch import run_config
-
-    out = {}
-    for run in config["runs"]:
-        effective = run_config(config["train"], run_entry(config, run))
-        out[run] = {"method": effective["advantage_method"], **{k: effective[k] for k in LEARNING_KEYS}}
-    return out
-
-
 def analysis_claims(config: Config, _: str | None = None) -> Config:
-    section = config["analysis"]
-    keys = ("claims", "models", "significance", "bootstrap", "decimals")
-    return {**{k: section[k] for k in keys if k in section}, "runs": learning_settings(config)}
+    """The claims' analysis slice (``maxk.analysis.learning.claims_config``: with each run's settings)."""
+    from maxk.analysis.learning import claims_config
+
+    return claims_config(config)
 
 
 def analysis_lab(config: Config, _: str | None = None) -> Config:
