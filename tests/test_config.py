@@ -364,3 +364,68 @@ def test_probe_overlays_load_over_the_embedded_default(probe):
     added = set(_raw(f"config/probes/{probe.name}").get("runs") or {})
     assert set(load_config(ROOT / "config/config.yaml")["runs"]) | added == set(cfg["runs"])
     assert all(run in header for run in added)
+
+
+#: probes that build another base or other data cannot share the default's tree; every other one must
+OWN_TREE_KEYS = {"base_model", "data", "datasets"}
+
+
+@pytest.mark.parametrize("probe", sorted((ROOT / "config/probes").glob("*.yaml")), ids=lambda p: p.name)
+def test_a_probe_of_runs_leaves_the_default_s_runs_as_they_are(probe):
+    """A probe that only adds runs (and what reads them) runs in the default's results tree: every job of
+    the default's runs keeps its config (so nothing of the default reruns), its prompt file and the shared
+    prompt filter's job. A probe run behind another filter names it itself (``runs.<run>.prompt_filter``):
+    its prompts come from a file of their own, made by rule rl_prompts under that filter's key."""
+    from maxk import paths as P
+    from maxk.workflow import slices
+
+    raw = _raw(f"config/probes/{probe.name}")
+    if OWN_TREE_KEYS & set(raw):
+        pytest.skip(f"{probe.name} builds its own base or data: a tree of its own")
+    assert "train" not in raw, "a probe that changes train.* changes the default's runs: set it per run"
+    default = load_config(ROOT / "config/config.yaml")
+    both = load_config(ROOT / "config/config.yaml", probe)
+    for run in default["runs"]:
+        assert slices.config_json(both, "train", run, 7) == slices.config_json(default, "train", run, 7), run
+        assert (
+            P.train_prompts(both, 7, run) == P.train_prompts(default, 7, run) == P.edge_prompts(7, "suite_rl")
+        )
+    assert slices.config_json(both, "rl_prompts", None, 7) == slices.config_json(
+        default, "rl_prompts", None, 7
+    )
+    for run in raw.get("runs") or {}:
+        filt = both["runs"][run].get("prompt_filter", both["train"]["prompt_filter"])
+        path = P.train_prompts(both, 7, run)
+        if not filt:
+            assert path == P.data("suite_rl")
+        elif filt != both["train"]["prompt_filter"]:
+            key = P.filter_key(filt)
+            assert path == P.edge_prompts(7, "suite_rl", key=key) and key in P.run_prompt_filters(both)
+            part = json.loads(slices.config_json(both, "rl_prompts", key, 7))
+            assert part["train"]["prompt_filter"] == filt and part["seed"] == 7
+
+
+def test_a_run_s_prompt_filter_gets_a_file_and_a_job_of_its_own():
+    from maxk import paths as P
+    from maxk.train.launch import run_config
+    from maxk.workflow import slices
+
+    cfg = load_config(ROOT / "config/config.yaml")
+    shared = dict(cfg["train"]["prompt_filter"])
+    cfg["runs"]["own"] = {"method": "grpo", "prompt_filter": {**shared, "spread_k": 2}}
+    cfg["runs"]["same"] = {"method": "grpo", "prompt_filter": dict(shared)}  # equal to the shared one
+    cfg["runs"]["none"] = {"method": "grpo", "prompt_filter": None, "max_prompts": None}
+    key = P.filter_key({**shared, "spread_k": 2})
+    assert P.run_prompt_filters(cfg) == {key: {**shared, "spread_k": 2}} and len(key) == 8
+    assert P.train_prompts(cfg, 3, "own") == f"results/seed3/data/suite_rl.edge-{key}.jsonl.gz"
+    assert (
+        P.train_prompts(cfg, 3, "same")
+        == P.train_prompts(cfg, 3)
+        == "results/seed3/data/suite_rl.edge.jsonl.gz"
+    )
+    assert P.train_prompts(cfg, 3, "none") == P.data("suite_rl")
+    effective = run_config(cfg["train"], cfg["runs"]["none"])
+    assert effective["prompt_filter"] is None and effective["max_prompts"] is None  # an explicit null holds
+    assert run_config(cfg["train"], {"method": "grpo"})["max_prompts"] == cfg["train"]["max_prompts"]
+    with pytest.raises(ValueError, match="no run's prompt_filter has the key 'deadbeef'"):
+        slices.config_json(cfg, "rl_prompts", "deadbeef", 3)

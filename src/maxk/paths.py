@@ -83,18 +83,54 @@ def dataset_name(path: str) -> str:
     return name
 
 
-def edge_prompts(seed: Seed, dataset: str, ext: str = ".jsonl.gz") -> str:
-    """The problems of ``dataset`` at the edge of competence of the seed's base model
-    (``train.prompt_filter``), shared by every run of the seed (``ext`` ``.manifest.json`` for the
-    per-problem counts)."""
-    return f"{seed_dir(seed)}/data/{dataset}.edge{ext}"
+def edge_prompts(seed: Seed, dataset: str, ext: str = ".jsonl.gz", key: str = "") -> str:
+    """The problems of ``dataset`` at the edge of competence of the seed's base model: ``key`` empty,
+    by ``train.prompt_filter``, the file of every run that sets no filter of its own; else by the run
+    filter whose ``filter_key`` it is (``ext`` ``.manifest.json`` for the per-problem counts)."""
+    return f"{seed_dir(seed)}/data/{dataset}.edge{'-' + key if key else ''}{ext}"
 
 
-def train_prompts(config: dict[str, Any], seed: Seed) -> str:
-    """The file every run of ``seed`` draws its RL prompts from: the edge-filtered ``train.dataset``
-    when ``train.prompt_filter`` is set, else ``train.dataset`` itself."""
-    train = config["train"]
-    return edge_prompts(seed, train["dataset"]) if train.get("prompt_filter") else data(train["dataset"])
+def edge_prompts_pattern(seed: Seed, dataset: str, ext: str = ".jsonl.gz") -> str:
+    """``edge_prompts`` as rule rl_prompts' output pattern: its ``{filter}`` wildcard is empty (the shared
+    file) or ``-KEY`` (a run's own filter)."""
+    return f"{seed_dir(seed)}/data/{dataset}.edge{{filter}}{ext}"
+
+
+def filter_key(prompt_filter: dict[str, Any]) -> str:
+    """A run's own prompt filter as a file-name key: the first 8 hex digits of the SHA-256 of its
+    canonical JSON (the filter with its defaults filled in, as the validated config holds it)."""
+    import hashlib
+    import json
+
+    text = json.dumps(prompt_filter, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+
+
+def run_prompt_filters(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{filter_key: filter}`` of every run whose ``prompt_filter`` differs from ``train.prompt_filter``
+    (each filter once): the edge files besides the shared one."""
+    shared = config["train"].get("prompt_filter")
+    own = [(entry or {}).get("prompt_filter") for entry in config["runs"].values()]
+    return {filter_key(f): f for f in own if f and f != shared}
+
+
+def _run_filter(config: dict[str, Any], run: str | None) -> dict[str, Any] | None:
+    """The prompt filter ``run`` trains behind: its own where it names one (null: none), else the
+    shared ``train.prompt_filter``."""
+    entry = (config["runs"][run] or {}) if run is not None else {}
+    return entry["prompt_filter"] if "prompt_filter" in entry else config["train"].get("prompt_filter")
+
+
+def train_prompts(config: dict[str, Any], seed: Seed, run: str | None = None) -> str:
+    """The file ``run`` of ``seed`` (None: a run with no filter of its own) draws its RL prompts from:
+    ``train.dataset`` edge-filtered by the run's own ``prompt_filter`` (a file of its own,
+    ``filter_key``) or else by ``train.prompt_filter`` (the shared file); a run whose filter is null
+    (its own, or the shared one), ``train.dataset`` itself."""
+    train, used = config["train"], _run_filter(config, run)
+    if not used:
+        return data(train["dataset"])
+    key = "" if used == train.get("prompt_filter") else filter_key(used)
+    return edge_prompts(seed, train["dataset"], key=key)
 
 
 def model_dir(seed: Seed, model: str) -> str:

@@ -6,9 +6,9 @@ from maxk.train.launch import launch_prefix
 
 BASE = config["base_model"]
 TRAIN = config["train"]
-#: the RL prompts of every run of a seed: train.dataset, edge-filtered by rule rl_prompts when
-#: train.prompt_filter is set
-TRAIN_DATA = P.train_prompts(config, "{seed}")
+#: each run's RL prompts (rule train's input, P.train_prompts): train.dataset, edge-filtered by rule
+#: rl_prompts by train.prompt_filter (one file per seed, shared) or by the run's own prompt_filter
+RUN_FILTERS = P.run_prompt_filters(config)
 #: the held-out curve's own pool, when train.heldout names one
 HELDOUT_DATA = (
     [P.data(TRAIN["heldout"]["dataset"])]
@@ -50,26 +50,37 @@ if BASE["build"]:
             "--threads {params.threads} > {log} 2>&1"
 
 
-if TRAIN["prompt_filter"]:
+#: the rule's {filter} wildcard: empty for the shared file (train.prompt_filter), -KEY for a run's own
+EDGE_FILTERS = ([""] if TRAIN["prompt_filter"] else []) + [
+    f"-{key}" for key in sorted(RUN_FILTERS)
+]
+
+if EDGE_FILTERS:
 
     rule rl_prompts:
         input:
             data=P.data(TRAIN["dataset"]),
             model=P.model_inputs(config, "{seed}", P.BASE),
         output:
-            data=P.edge_prompts("{seed}", TRAIN["dataset"]),
-            manifest=P.edge_prompts("{seed}", TRAIN["dataset"], ".manifest.json"),
+            data=P.edge_prompts_pattern("{seed}", TRAIN["dataset"]),
+            manifest=P.edge_prompts_pattern(
+                "{seed}", TRAIN["dataset"], ".manifest.json"
+            ),
         log:
-            f"{SEED_LOGS}/train/rl_prompts.log",
+            f"{SEED_LOGS}/train/rl_prompts{{filter}}.log",
         benchmark:
-            f"{SEED_BENCH}/train/rl_prompts.tsv"
+            f"{SEED_BENCH}/train/rl_prompts{{filter}}.tsv"
+        wildcard_constraints:
+            filter="(?:" + "|".join(EDGE_FILTERS) + ")",  # an empty alternative: the shared file
         conda:
             "../../envs/train.yaml"
         threads: threads_of("rl_prompts")
         resources:
             **resources_of("rl_prompts"),
         params:
-            config=lambda wc: config_json("rl_prompts", seed=wc.seed),
+            config=lambda wc: config_json(
+                "rl_prompts", wc.filter[1:] or None, seed=wc.seed
+            ),
             model=lambda wc, input: input.model if BASE["build"] else BASE["path"],
             revision=P.model_revision_arg(config, P.BASE),
             threads_env=torch_threads_env("rl_prompts"),
@@ -80,7 +91,7 @@ if TRAIN["prompt_filter"]:
 
 rule train:
     input:
-        data=TRAIN_DATA,
+        data=lambda wc: P.train_prompts(config, wc.seed, wc.run),
         heldout=HELDOUT_DATA,
         model=P.model_inputs(config, "{seed}", P.BASE),
     output:

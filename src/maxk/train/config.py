@@ -86,6 +86,8 @@ class RunSpec:
     own_ratio: bool | None
     num_generations: int | None
     per_device_train_batch_size: int | None
+    prompt_filter: dict[str, Any] | None
+    max_prompts: int | None
     heldout: dict[str, Any] | None
     description: str | None
 

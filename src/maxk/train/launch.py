@@ -50,8 +50,10 @@ PASSTHROUGH = (
 #: by key instead (``run_config``).
 RUN_OVERRIDES = (
     "num_train_epochs", "num_iterations", "learning_rate", "bon_k", "bon_k_schedule", "own_ratio",
-    "num_generations", "per_device_train_batch_size",
+    "num_generations", "per_device_train_batch_size", "prompt_filter", "max_prompts",
 )  # fmt: skip
+#: the overrides whose null is a value (no filter, every problem), set by a run that names them
+NULLABLE_OVERRIDES = ("prompt_filter", "max_prompts")
 
 
 def run_config(train: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +64,7 @@ def run_config(train: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     run = with_defaults("runs", {"run": dict(run)})["run"]
     merged = dict(train)
     for key in RUN_OVERRIDES:
-        if run.get(key) is not None:
+        if run.get(key) is not None or (key in NULLABLE_OVERRIDES and key in run):
             merged[key] = run[key]
     if run.get("heldout"):
         if not train.get("heldout"):

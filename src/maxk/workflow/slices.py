@@ -8,7 +8,8 @@ Each command reads back exactly the shape its slice has here. ``config`` is the 
     rule               slice
     data_build         the dataset's entry, its pool, the data section's other keys, prompt
     base_model         seed, base_model, prompt, sandbox
-    rl_prompts         seed, train's dataset / prompt_filter / sampling keys, prompt, sandbox
+    rl_prompts         seed, train's dataset / prompt_filter (or a run's, by its key) / sampling keys,
+                       prompt, sandbox
     train              seed, train, the run's entry, prompt, sandbox   (checked: maxk.train.launch.check_run)
     generate_shard     seed, generate, prompt   (a tempered base's: its own generate.temperature)
     score              the sandbox section
@@ -52,13 +53,18 @@ def base_model(config: Config, _: str | None = None) -> Config:
 RL_PROMPT_KEYS = ("dataset", "prompt_filter", "max_completion_length", "temperature", "top_p")
 
 
-def rl_prompts(config: Config, _: str | None = None) -> Config:
-    return {
-        "seed": config["seed"],
-        "train": {k: config["train"][k] for k in RL_PROMPT_KEYS},
-        "prompt": config["prompt"],
-        "sandbox": config["sandbox"],
-    }
+def rl_prompts(config: Config, key: str | None = None) -> Config:
+    """The RL prompt filter's slice: ``train.prompt_filter``'s, or with ``key`` (``maxk.paths.filter_key``)
+    the run filter of that key in its place (rule rl_prompts_filter)."""
+    from maxk.paths import run_prompt_filters
+
+    train = {k: config["train"][k] for k in RL_PROMPT_KEYS}
+    if key:
+        filters = run_prompt_filters(config)
+        if key not in filters:
+            raise ValueError(f"no run's prompt_filter has the key {key!r} (keys: {sorted(filters)})")
+        train["prompt_filter"] = filters[key]
+    return {"seed": config["seed"], "train": train, "prompt": config["prompt"], "sandbox": config["sandbox"]}
 
 
 def run_entry(config: Config, run: str) -> Config:

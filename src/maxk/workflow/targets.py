@@ -97,9 +97,11 @@ def trained_models(config: Mapping) -> list[str]:
 
 def contamination_data(config: Mapping, seed: P.Seed) -> list[str]:
     """The dataset files the audit of ``seed``'s models reads: what they trained on (the SFT examples,
-    the seed's RL prompts) and every audited set, each once, in that order."""
+    the seed's RL prompts, a run's own edge file where it has one) and every audited set, each once, in
+    that order."""
     files = [P.data(config["base_model"]["sft"]["dataset"])] if config["base_model"]["build"] else []
     files.append(P.train_prompts(config, seed))
+    files += [P.train_prompts(config, seed, run) for run in sorted(config["runs"])]  # runs' own filters
     files += [P.data(d) for d in config["analysis"]["contamination"]["audit"]]
     return list(dict.fromkeys(files))
 
