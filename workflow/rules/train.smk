@@ -78,9 +78,7 @@ if EDGE_FILTERS:
         resources:
             **resources_of("rl_prompts"),
         params:
-            config=lambda wc: config_json(
-                "rl_prompts", wc.filter[1:] or None, seed=wc.seed
-            ),
+            config=lambda wc: config_json("rl_prompts", wc.filter[1:], seed=wc.seed),
             model=lambda wc, input: input.model if BASE["build"] else BASE["path"],
             revision=P.model_revision_arg(config, P.BASE),
             threads_env=torch_threads_env("rl_prompts"),
