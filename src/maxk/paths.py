@@ -110,8 +110,8 @@ def run_prompt_filters(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``{filter_key: filter}`` of every run whose ``prompt_filter`` differs from ``train.prompt_filter``
     (each filter once): the edge files besides the shared one."""
     shared = config["train"].get("prompt_filter")
-    own = [(entry or {}).get("prompt_filter") for entry in config["runs"].values()]
-    return {filter_key(f): f for f in own if f and f != shared}
+    used = [_run_filter(config, run) for run in config["runs"]]
+    return {filter_key(f): f for f in used if f and f != shared}
 
 
 def _run_filter(config: dict[str, Any], run: str | None) -> dict[str, Any] | None:

@@ -110,6 +110,12 @@ def differences_frame(differences: Mapping[str, pd.Series]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[list(DIFFERENCE_COLUMNS)]
 
 
+def series_of(differences: pd.DataFrame, claim: str) -> np.ndarray:
+    """One series' per-problem values (``claim``: its key in ``DIFFERENCE_COLUMNS``' ``claim`` column) in
+    one seed's differences table; empty where the seed did not record it."""
+    return differences.loc[differences["claim"] == claim, "difference"].to_numpy(dtype=float)
+
+
 def _works(claims: pd.DataFrame) -> bool:
     """A seed's instrument works unless its claims read "instrument not working"."""
     return not (claims["verdict"] == NOT_WORKING).any()
@@ -133,8 +139,7 @@ def pooled_instrument(
     nothing; no seed with a part: no entry for it."""
     out = []
     for part, what in INSTRUMENT_PARTS.items():
-        per_seed = {s: f.loc[f["claim"] == part, "difference"].to_numpy(dtype=float)
-                    for s, f in differences.items()}  # fmt: skip
+        per_seed = {s: series_of(f, part) for s, f in differences.items()}
         per_seed = {s: d for s, d in per_seed.items() if d.size}
         if not per_seed:
             continue
@@ -176,9 +181,7 @@ def learning_across_seeds(
         pooled = {}
         for part in PARTS:
             key = f"learned:{part}:{run}"
-            values = [
-                d.loc[d["claim"] == key, "difference"].to_numpy(dtype=float) for d in differences.values()
-            ]
+            values = [series_of(d, key) for d in differences.values()]
             values = [v for v in values if v.size]
             if values:
                 rng = derive_seed(seed, "across_seeds", key)
@@ -405,8 +408,7 @@ def pooled_gate(
     in the reason: a run that gained less than it is "not testable" for want of power) is not above
     zero. ``learning[s]``: seed s's ``learning.csv`` indexed by run."""
     key, where = f"learned:test:{run}", ", ".join(map(str, seeds))
-    values = [differences[s].loc[differences[s]["claim"] == key, "difference"].to_numpy(dtype=float)
-              for s in seeds]  # fmt: skip
+    values = [series_of(differences[s], key) for s in seeds]
     if any(v.size == 0 for v in values):
         return f"{run}'s per-problem test-set effect is missing on a seed of {where}"
     pooled = _pooled_part(values, derive_seed(seed, "across_seeds", key), resamples=resamples,

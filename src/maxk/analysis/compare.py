@@ -29,6 +29,17 @@ def default_metrics(frame: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(["max@1", "pass@1", f"pass@{ks[-1]}", f"max@{ks[-1]}"]))
 
 
+def _paired(reference: pd.DataFrame, frame: pd.DataFrame, run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(reference, run)`` indexed and sorted by ``problem_id``; ``ValueError`` naming the run and the
+    count of problems not in both where they cover other problems (a paired comparison)."""
+    ref = reference.set_index("problem_id").sort_index()
+    cur = frame.set_index("problem_id").sort_index()
+    if not cur.index.equals(ref.index):
+        missing = len(ref.index.symmetric_difference(cur.index))
+        raise ValueError(f"{run}: its problems differ from the reference's ({missing} not in both)")
+    return ref, cur
+
+
 def compare_runs(
     reference: pd.DataFrame,
     runs: Mapping[str, pd.DataFrame],
@@ -44,13 +55,9 @@ def compare_runs(
     Frames are per-problem metrics indexed by ``problem_id`` column; every run must hold the reference's
     problems (a paired comparison), else ``ValueError`` names the run and the missing count.
     """
-    ref = reference.set_index("problem_id").sort_index()
     rows = []
     for run, frame in runs.items():
-        cur = frame.set_index("problem_id").sort_index()
-        if not cur.index.equals(ref.index):
-            missing = len(ref.index.symmetric_difference(cur.index))
-            raise ValueError(f"{run}: its problems differ from the reference's ({missing} not in both)")
+        ref, cur = _paired(reference, frame, run)
         for m in metrics:
             if m not in cur or m not in ref:
                 raise ValueError(f"{run}: no column {m!r} in both metrics frames")
@@ -84,16 +91,9 @@ def pool_runs(
     runs = list(dict.fromkeys(r for _, frames in per_seed for r in frames))
     rows = []
     for run in runs:
+        pairs = [_paired(reference, frames[run], run) for reference, frames in per_seed if run in frames]
         for m in metrics:
-            diffs = []
-            for reference, frames in per_seed:
-                if run not in frames:
-                    continue
-                ref = reference.set_index("problem_id").sort_index()
-                cur = frames[run].set_index("problem_id").sort_index()
-                if not cur.index.equals(ref.index):
-                    raise ValueError(f"{run}: its problems differ from the reference's on a seed")
-                diffs.append(cur[m].to_numpy() - ref[m].to_numpy())
+            diffs = [cur[m].to_numpy() - ref[m].to_numpy() for ref, cur in pairs]
             effect, low, high = two_level_interval(
                 diffs, seed=derive_seed(seed, "compare", "pooled", run, m), resamples=resamples,
                 confidence=confidence,

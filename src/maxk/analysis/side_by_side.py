@@ -267,6 +267,7 @@ def render(trees: Sequence[Tree], labels: Sequence[str], *, decimals: int = 3) -
     columns = [f"seed {s}: {lab}" for s in seeds for lab in labels]
     pooled_columns = [f"pooled: {lab}" for lab in labels] if pooled else []
     runs = learning_rows(trees, decimals=decimals)
+    runs_pooled = pooling_of(trees) is not None  # learning_rows pooled each run over the seeds
     claims = claim_rows(trees, decimals=decimals)
     yard = claim_rows(trees, yardstick=True, decimals=decimals)
 
@@ -285,7 +286,7 @@ def render(trees: Sequence[Tree], labels: Sequence[str], *, decimals: int = 3) -
     ]
     out += [f"- seeds compared: {', '.join(map(str, seeds))}" + (f" ({'; '.join(only)})" if only else "")]
     out += ["", "## Summary", ""]
-    if pooling_of(trees):
+    if runs_pooled:
         out += [f"- runs that learned their objective, pooled over the seeds: {count(runs, 'pooled')}"]
     if pooled:
         out += [f"- pooled verdicts, paper's claims: {count(claims, 'pooled')}"]
@@ -301,7 +302,7 @@ def render(trees: Sequence[Tree], labels: Sequence[str], *, decimals: int = 3) -
     read = (["pooled"] if pooled else []) + per_seed
     counts = []
     for what, rows, cols in (
-        ("runs that learned their objective", runs, (["pooled"] if pooling_of(trees) else []) + per_seed),
+        ("runs that learned their objective", runs, (["pooled"] if runs_pooled else []) + per_seed),
         ("the paper's claims", claims, read),
         ("yardstick claims", yard, read),
     ):
@@ -313,7 +314,7 @@ def render(trees: Sequence[Tree], labels: Sequence[str], *, decimals: int = 3) -
     out += ["", "## What each run learned (its own objective on the test set, run - base; bold: learned)", ""]
     out += _table(
         ["run", "objective"],
-        columns + ([f"pooled: {lab}" for lab in labels] if pooling_of(trees) else []),
+        columns + ([f"pooled: {lab}" for lab in labels] if runs_pooled else []),
         [[f"`{r['run']}`", r["objective"], *r["cells"], ", ".join(r["flips"])] for r in runs],
     )
     for title, rows in (
