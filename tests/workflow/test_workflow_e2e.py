@@ -275,6 +275,17 @@ def leftover_processes(workdir: Path) -> list[str]:
     return out
 
 
+def _job_server_gone(workdir: Path) -> None:
+    """Wait (up to the hang guard) for this workdir's job server to exit after its Snakemake was killed.
+    It learns of it by a signal (``PDEATHSIG``) or its once-a-second look at its parent, then kills its
+    running jobs and reaps them before it exits: on a loaded machine that outlasts a fixed second (CI
+    once found the server still there after one). What must not survive is checked after it, as before:
+    its jobs are dead by then, killed and reaped by it."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while time.monotonic() < deadline and any(" job-server " in p for p in leftover_processes(workdir)):
+        time.sleep(0.2)
+
+
 def compared_outputs(seed: int) -> tuple[str, ...]:
     """What the killed run is run for and compared on: one seed's tables, significance and claims (its
     figures, the lab and the audit lie beside them, not upstream: the clean run covers them)."""
@@ -305,6 +316,7 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
     targets = compared_outputs(seed)
     for markers, sig, cores in kills:
         run_until(workdir, markers, sig, cores=cores, overlays=ONE_SEED, targets=targets)
+        _job_server_gone(workdir)
         time.sleep(1.0)
         assert leftover_processes(workdir) == [], f"processes survived {sig.name}"
         # Outputs of jobs that had certainly finished must be kept, not redone, by every later run.
