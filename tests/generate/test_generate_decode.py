@@ -106,7 +106,7 @@ def test_a_step_without_one_prompt_s_rows_gives_the_model_s_logits(model_and_pro
     prompt_of, tokens = torch.tensor([0, 0, 2]), torch.tensor([5, 7, 9])  # prompt 1 has left
     grid = _Grid.of(_stack_prefixes(prefixes, lengths), prompt_of)
     assert grid.prompts == 2
-    cache = [torch.empty(2, decoder.kv_heads, 3, 4, decoder.head_dim) for _ in decoder.layers]
+    cache = decoder.new_cache(3, 4)
     positions = torch.tensor([lengths[p] for p in prompt_of.tolist()])
     logits = decoder.step_logits(tokens, 0, positions, grid, cache)
     for row, (p, token) in enumerate(zip(prompt_of.tolist(), tokens.tolist(), strict=True)):
@@ -127,7 +127,7 @@ def test_grid_places_each_row_at_its_prompt_s_slot():
     grid = _Grid.of(stacked, torch.tensor([0, 2, 2, 2]))  # prompt 1 has left the batch
     assert (grid.prompts, grid.per_prompt, grid.width) == (2, 3, 5)
     assert grid.slot.tolist() == [0, 3, 4, 5]
-    assert grid.keys[0][0, :, 0, 0].tolist() == [1.0, 3.0]  # prompts 0 and 2 remain
+    assert grid.keys_t[0][0, :, 0, 0].tolist() == [1.0, 3.0]  # prompts 0 and 2 remain
     assert grid.mask.shape == (1, 4, 1, 5) and grid.mask[0, 1, 0].tolist() == mask[2].tolist()
 
 

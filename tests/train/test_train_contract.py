@@ -93,6 +93,8 @@ def test_offpolicy_recomputation_uses_sequence_ratio(tiny_model_dir, tmp_path, m
     assert torch.allclose(batch["advantages"][order].double(), bon_mean, atol=1e-5)
 
     # later iteration: move the policy; deltas from the SEQUENCE ratio pi_theta(y|x)/pi_old(y|x)
+    trainer._step = trainer.args.steps_per_generation  # the buffered batch's second PPO iteration
+    assert not batch["old_per_token_logps"].isnan().any()  # iteration 0 wrote them (override 5)
     old_seq = _sequence_logps(trainer.model, batch)
     with torch.no_grad():
         for p in trainer.model.parameters():
@@ -117,6 +119,65 @@ def test_batch_advantages_come_from_the_registry(tiny_model_dir, tmp_path, metho
     order = torch.argsort(batch["group_ids"], stable=True)
     expect = compute_advantages(method, batch["rewards"].double()[order].view(-1, n), k=trainer.args.bon_k)
     assert torch.allclose(batch["advantages"][order].double(), expect.view(-1), atol=1e-6)
+
+
+def test_trl_source_the_old_logprob_deferral_relies_on():
+    """Override 5: TRL computes the old log-probs by a no-grad pass of ``self.model`` before the
+    reference model's, and its loss takes ``per_token_logps.detach()`` when the batch has none."""
+    from trl import GRPOTrainer
+
+    gen = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    old = gen.index("old_per_token_logps, _, _ = self._get_per_token_logps_and_entropies(\n")
+    assert gen.index("with torch.no_grad()") < old < gen.index("ref_per_token_logps, _, _ =")
+    assert gen[old:].split("(", 1)[1].split(",", 1)[0].strip() == "self.model"
+    loss = inspect.getsource(GRPOTrainer._compute_loss)
+    assert 'old_per_token_logps = inputs.get("old_per_token_logps")' in loss
+    assert "per_token_logps.detach() if old_per_token_logps is None else old_per_token_logps" in loss
+    assert loss.count("self._get_per_token_logps_and_entropies(") == 1
+
+
+def _spy_old_logprobs(trainer) -> tuple[list, list]:
+    """Record the old log-probs each loss after PPO iteration 1 reads, and for every no-grad pass of the
+    policy whether it was computed (False: answered by override 5's NaN placeholder)."""
+    losses, passes = [], []
+    real_loss, real_pass = trainer._compute_loss, trainer._get_per_token_logps_and_entropies
+
+    def loss(model, inputs):
+        if trainer._ppo_iteration():
+            losses.append(inputs["old_per_token_logps"].clone())
+        return real_loss(model, inputs)
+
+    def logps(model, *args, **kwargs):
+        out = real_pass(model, *args, **kwargs)
+        if model is trainer.model and not torch.is_grad_enabled():
+            passes.append(not out[0].isnan().all())
+        return out
+
+    trainer._compute_loss, trainer._get_per_token_logps_and_entropies = loss, logps
+    return losses, passes
+
+
+@pytest.mark.parametrize("method", ["grpo", "offpolicy_bon"])
+def test_old_logprobs_come_from_the_first_ppo_iteration(tiny_model_dir, tmp_path, method):
+    """Override 5: at 3 PPO iterations, the old log-probs that iterations 2 and 3 read are iteration
+    1's (no NaN placeholder survives), equal to TRL's own no-grad pass, and training ends on the same
+    weights; TRL's pass is computed only without the deferral."""
+    seen, weights = {}, {}
+    for defer in (False, True):
+        trainer = make_trainer(tiny_model_dir, tmp_path / str(defer), method)
+        if not defer:
+            trainer._can_defer_old = lambda: False
+        seen[defer] = _spy_old_logprobs(trainer)
+        trainer.train()
+        weights[defer] = [p.detach().clone() for p in trainer.model.parameters()]
+    (got_old, got_passes), (want_old, want_passes) = seen[True], seen[False]
+    assert len(got_old) == len(want_old) == 4  # 2 micro-batches x PPO iterations 2 and 3
+    for got, want in zip(got_old, want_old, strict=True):
+        assert not got.isnan().any()
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    for got, want in zip(weights[True], weights[False], strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert want_passes == [True] and got_passes == [False]  # one generation batch
 
 
 def test_trl_rollout_hook_signature_and_call():

@@ -184,15 +184,34 @@ class QwenDecoder:
         kv = [(layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers]
         return kv, out.logits[0, -1]
 
+    def new_cache(self, rows: int, max_new_tokens: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer the generated tokens' keys, transposed ``[kv_heads, rows, d, max_new_tokens]`` (so
+        the scores are one product with a contiguous right operand), and values ``[kv_heads, rows,
+        max_new_tokens, d]``; uninitialised (``step_logits`` writes column/row ``step`` before reading)."""
+        device, dtype = self.embed.device, self.embed.dtype
+        shape = (self.kv_heads, rows, self.head_dim, max_new_tokens)
+        return [
+            (
+                torch.empty(shape, device=device, dtype=dtype),
+                torch.empty(self.kv_heads, rows, max_new_tokens, self.head_dim, device=device, dtype=dtype),
+            )
+            for _ in self.layers
+        ]
+
     @torch.no_grad()
     def step_logits(
-        self, tokens: torch.Tensor, step: int, positions: torch.Tensor, grid: _Grid, cache: list[torch.Tensor]
+        self,
+        tokens: torch.Tensor,
+        step: int,
+        positions: torch.Tensor,
+        grid: _Grid,
+        cache: list[tuple[torch.Tensor, torch.Tensor]],
     ) -> torch.Tensor:
         """Logits ``[rows, vocab]`` after feeding ``tokens`` (the ``step``-th generated token of each row).
 
         ``positions[row]``: its position in the sequence; ``grid``: the stacked prompt caches and where
         each row's queries go (``_Grid``); ``cache[layer]``: per-row keys and values of the generated
-        tokens ``[2, kv_heads, rows, max_new_tokens, d]``, written at ``step``.
+        tokens (``new_cache``), written at ``step``.
         """
         rows = tokens.shape[0]
         h, kvh, g, d = self.heads, self.kv_heads, self.group, self.head_dim
@@ -203,22 +222,27 @@ class QwenDecoder:
             qkv = F.linear(self._rms(x, ln1), qkv_w, qkv_b)
             q = self._rope(qkv[:, : h * d].view(rows, h, d), cos, sin) * self.scale
             q = q.view(rows, kvh, g, d).transpose(0, 1)  # [kvh, rows, g, d], scaled
-            kv = cache[li]
-            kv[0, :, :, step] = self._rope(
+            keys_t, values = cache[li]
+            keys_t[:, :, :, step] = self._rope(
                 qkv[:, h * d : (h + kvh) * d].view(rows, kvh, d), cos, sin
             ).transpose(0, 1)
-            kv[1, :, :, step] = qkv[:, (h + kvh) * d :].view(rows, kvh, d).transpose(0, 1)
-            own_k, own_v = kv[0, :, :, : step + 1], kv[1, :, :, : step + 1]  # [kvh, rows, s+1, d]
-            own = torch.matmul(q, own_k.transpose(-1, -2))  # [kvh, rows, g, s+1]
+            values[:, :, step] = qkv[:, (h + kvh) * d :].view(rows, kvh, d).transpose(0, 1)
+            own = torch.matmul(q, keys_t[..., : step + 1])  # [kvh, rows, g, s+1]
             # the prompt part: queries into the [kvh, prompts, per_prompt * g, d] grid, one product
-            qp = q.new_zeros(kvh, slots, g, d).index_copy_(1, grid.slot, q)
-            shared = torch.matmul(qp.view(kvh, grid.prompts, -1, d), grid.keys[li].transpose(-1, -2))
-            shared = shared.view(kvh, slots, g, width).index_select(1, grid.slot) + grid.mask
+            # (a dense grid, every slot a row in order, needs no scatter or gather)
+            qp = q if grid.dense else q.new_zeros(kvh, slots, g, d).index_copy_(1, grid.slot, q)
+            shared = torch.matmul(qp.reshape(kvh, grid.prompts, -1, d), grid.keys_t[li])
+            shared = shared.view(kvh, slots, g, width)
+            shared = (shared if grid.dense else shared.index_select(1, grid.slot)) + grid.mask
             probs = torch.cat([shared, own], dim=-1).softmax(dim=-1)
-            pp = probs.new_zeros(kvh, slots, g, width).index_copy_(1, grid.slot, probs[..., :width])
-            out = torch.matmul(pp.view(kvh, grid.prompts, -1, width), grid.values[li])
-            out = out.view(kvh, slots, g, d).index_select(1, grid.slot)
-            out = out + torch.matmul(probs[..., width:], own_v)  # [kvh, rows, g, d]
+            if grid.dense:
+                pp = probs[..., :width]
+            else:
+                pp = probs.new_zeros(kvh, slots, g, width).index_copy_(1, grid.slot, probs[..., :width])
+            out = torch.matmul(pp.reshape(kvh, grid.prompts, -1, width), grid.values[li])
+            out = out.view(kvh, slots, g, d)
+            out = out if grid.dense else out.index_select(1, grid.slot)
+            out = out + torch.matmul(probs[..., width:], values[:, :, : step + 1])  # [kvh, rows, g, d]
             x = x + F.linear(out.permute(1, 0, 2, 3).reshape(rows, h * d), o_w, o_b)
             gate, up = F.linear(self._rms(x, ln2), gu_w).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, down_w)
@@ -250,7 +274,7 @@ class QwenDecoder:
             self.model.train(was_training)
 
     def _sample(self, prompts, n, max_new_tokens, stop_token_ids, seeds, temperature, top_p) -> DecodeResult:
-        device, dtype = self.embed.device, self.embed.dtype
+        device = self.embed.device
         generators = [torch.Generator(device=device).manual_seed(int(seed)) for seed in seeds]
         total = n * len(prompts)
         prefixes, first_logits, lengths = [], [], []
@@ -261,10 +285,7 @@ class QwenDecoder:
             prefixes.append(kv)
             first_logits.append(logits)
             lengths.append(len(ids))
-        cache = [
-            torch.empty(2, self.kv_heads, total, max_new_tokens, self.head_dim, device=device, dtype=dtype)
-            for _ in self.layers
-        ]
+        cache = self.new_cache(total, max_new_tokens)
         out_tokens = torch.zeros(total, max_new_tokens, dtype=torch.long)
         out_len = torch.full((total,), max_new_tokens, dtype=torch.long)
         sum_logp = torch.zeros(total, dtype=torch.float64)
@@ -307,7 +328,7 @@ class QwenDecoder:
                 rows, prompt_of, alive = rows[idx], prompt_of[idx], alive[idx]
                 idx = idx.to(device)
                 token, positions = token[idx], positions[idx]
-                cache = [kv.index_select(2, idx) for kv in cache]
+                cache = [(k.index_select(1, idx), v.index_select(1, idx)) for k, v in cache]
                 segments = _segments(prompt_of)
                 grid = _Grid.of(stacked, prompt_of.to(device))
             # Rows stopped but not yet compacted away still run; their draws are not recorded.
@@ -352,17 +373,20 @@ def _stack_prefixes(
 @dataclass
 class _Grid:
     """Where the running rows' queries meet their prompts' caches: the prompts that still have rows
-    (``keys``/``values`` per layer ``[kv_heads, prompts, width, d]``), ``per_prompt`` slots each (the most
-    rows any of them has), row r at slot ``slot[r]`` of the flattened grid; ``mask`` ``[1, rows, 1, width]``
-    is each row's prompt's padding mask."""
+    (per layer ``keys_t`` ``[kv_heads, prompts, d, width]``, transposed and contiguous for the scores'
+    product, and ``values`` ``[kv_heads, prompts, width, d]``), ``per_prompt`` slots each (the most
+    rows any of them has), row r at slot ``slot[r]`` of the flattened grid; ``mask`` ``[1, rows, 1,
+    width]`` is each row's prompt's padding mask. ``dense``: every prompt has ``per_prompt`` rows, so
+    ``slot`` is the identity (before the first compaction)."""
 
-    keys: list[torch.Tensor]
+    keys_t: list[torch.Tensor]
     values: list[torch.Tensor]
     mask: torch.Tensor
     slot: torch.Tensor
     prompts: int
     per_prompt: int
     width: int
+    dense: bool
 
     @classmethod
     def of(
@@ -380,5 +404,7 @@ class _Grid:
         if len(present) < keys[0].shape[1]:
             keys = [k.index_select(1, present) for k in keys]
             values = [v.index_select(1, present) for v in values]
+        keys_t = [k.transpose(-1, -2).contiguous() for k in keys]
         row_mask = mask.index_select(0, prompt_of).to(keys[0].dtype)[None, :, None, :]
-        return cls(keys, values, row_mask, slot, len(present), per_prompt, keys[0].shape[2])
+        dense = bool((counts == per_prompt).all())
+        return cls(keys_t, values, row_mask, slot, len(present), per_prompt, keys[0].shape[2], dense)

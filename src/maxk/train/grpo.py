@@ -22,7 +22,16 @@ change exactly that and nothing else:
    BEFORE it reads ``inputs["advantages"]``; the override of the former writes the recomputed
    advantages into a shallow copy of the micro-batch. ``tests/train/test_train_contract.py`` fails
    if a TRL upgrade changes that order.
-5. ``_generate_single_turn`` (rollouts without vLLM): for Qwen2-family models with plain sampling
+5. the old policy's log-probs (PPO iterations > 1) come from the first iteration's own forward pass:
+   that iteration is one optimizer step on the policy the batch was sampled from (generation happens
+   at optimizer-step boundaries, ``steps_per_generation`` = ``gradient_accumulation_steps``), so TRL's
+   separate no-grad pass over the generation batch computes the same numbers again. Its call is
+   answered with a NaN placeholder (``_defer_old``); iteration 0's loss runs without old log-probs (TRL
+   then takes ``per_token_logps.detach()``: ratio 1, and an off-policy delta of exactly 0) and writes its
+   detached log-probs into the buffered micro-batch, where iterations 1, 2, ... read them. Not with
+   vLLM (its importance-sampling correction reads them at generation) or a PEFT reference (the same
+   model object answers both no-grad calls).
+6. ``_generate_single_turn`` (rollouts without vLLM): for Qwen2-family models with plain sampling
    (``rollout_decoder="auto"``), the completions come from ``maxk.generate.decode.QwenDecoder`` on
    the live policy's weights: every prompt of the generation batch in one decode loop, its
    ``num_generations`` samples sharing the prompt's cache, seeded from (seed, step, prompt). TRL's
@@ -242,6 +251,9 @@ class MaxKGRPOTrainer(GRPOTrainer):
         self._recompute_inputs: dict[str, Any] | None = None
         self._batch_k = self.args.bon_k  # k of the buffered generation batch (its PPO iterations reuse it)
         self.time_totals = {"generation_s": 0.0, "reward_s": 0.0}
+        self._defer_old = False  # armed: the next no-grad policy pass (TRL's old log-probs): a placeholder
+        self._old_deferred = False  # the buffered batch's old log-probs wait for PPO iteration 0
+        self._fill_old: torch.Tensor | None = None  # where iteration 0's loss writes them
 
     # -- 1. keep the raw gathered rewards ---------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -256,7 +268,12 @@ class MaxKGRPOTrainer(GRPOTrainer):
     # -- 2. advantages from the registry, raw rewards and group ids in the batch -------------------
     def _generate_and_score_completions(self, inputs):
         start, self._reward_elapsed = time.perf_counter(), 0.0
-        out = super()._generate_and_score_completions(inputs)
+        self._old_deferred = False
+        self._defer_old = self.model.training and self._can_defer_old()
+        try:
+            out = super()._generate_and_score_completions(inputs)
+        finally:
+            self._defer_old = False
         if not self.model.training:
             return out
         n, rank = self.num_generations, self.accelerator.process_index
@@ -296,7 +313,7 @@ class MaxKGRPOTrainer(GRPOTrainer):
             self._buffered_inputs = split_tensor_dict(batch, spg)
         inputs = self._buffered_inputs[self._step % spg]
         assert_whole_groups(inputs["group_ids"], self.num_generations)
-        self._log("ppo_iteration", float((self._step // spg) % self.num_iterations))
+        self._log("ppo_iteration", float(self._ppo_iteration()))
         return inputs
 
     def current_k(self) -> int:
@@ -307,13 +324,31 @@ class MaxKGRPOTrainer(GRPOTrainer):
 
     # -- 4. off-policy BoN: recompute the advantages from the current policy ------------------------
     def _compute_loss(self, model, inputs):
+        if self._old_deferred and self._ppo_iteration() == 0:
+            # 5.: no old log-probs at iteration 0 (TRL takes this forward's, detached); it writes them
+            self._fill_old = inputs["old_per_token_logps"]  # a view into the buffered micro-batch
+            inputs = {key: val for key, val in inputs.items() if key != "old_per_token_logps"}
         if uses_deltas(self.args.advantage_method):
             inputs = dict(inputs)  # the buffered micro-batch is reused by later PPO iterations: copy
             self._recompute_inputs = inputs
         try:
             return super()._compute_loss(model, inputs)
         finally:
-            self._recompute_inputs = None
+            self._recompute_inputs = self._fill_old = None
+
+    def _ppo_iteration(self) -> int:
+        """The PPO iteration of the micro-batch being processed (0 for the one sampled just now)."""
+        return (self._step // self.args.steps_per_generation) % self.num_iterations
+
+    def _can_defer_old(self) -> bool:
+        """Whether TRL's old log-prob pass may be answered by iteration 0's forward (see 5.)."""
+        a = self.args
+        return (
+            self.num_iterations > 1
+            and a.steps_per_generation == a.gradient_accumulation_steps
+            and not self.use_vllm
+            and (self.beta == 0.0 or self.ref_model is not None)
+        )
 
     def _get_per_token_logps_and_entropies(
         self,
@@ -326,6 +361,10 @@ class MaxKGRPOTrainer(GRPOTrainer):
         compute_aux_loss=False,
         **kwargs,
     ):
+        if self._defer_old and model is self.model and not torch.is_grad_enabled():
+            self._defer_old, self._old_deferred = False, True  # they wait for iteration 0 (see 5.)
+            nan = torch.full((input_ids.shape[0], logits_to_keep), float("nan"), device=input_ids.device)
+            return nan, None, None
         if self._can_share_prompts(model, input_ids, attention_mask, logits_to_keep, batch_size, kwargs):
             logps, entropies = self._shared_prompt_logps(
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy
@@ -342,7 +381,10 @@ class MaxKGRPOTrainer(GRPOTrainer):
                 compute_aux_loss=compute_aux_loss,
                 **kwargs,
             )
-        inputs, self._recompute_inputs = self._recompute_inputs, None  # fires once per loss call
+        fill, self._fill_old = self._fill_old, None  # fires once per loss call, as the next
+        if fill is not None:
+            fill.copy_(logps.detach())
+        inputs, self._recompute_inputs = self._recompute_inputs, None
         if inputs is not None:
             inputs["advantages"] = self._offpolicy_advantages(inputs, logps)
         return logps, entropies, aux
@@ -373,7 +415,7 @@ class MaxKGRPOTrainer(GRPOTrainer):
         self._log_advantages(adv, "advantage_recomputed")
         return adv.to(inputs["advantages"].dtype)
 
-    # -- 5. rollouts through maxk's decode loop ---------------------------------------------------------
+    # -- 6. rollouts through maxk's decode loop ---------------------------------------------------------
     def _generate_single_turn(
         self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False
     ):
@@ -417,7 +459,7 @@ class MaxKGRPOTrainer(GRPOTrainer):
             and supports(self.accelerator.unwrap_model(self.model))
         )
 
-    # -- 6. each group's prompt computed once in the log-prob passes ------------------------------------
+    # -- 7. each group's prompt computed once in the log-prob passes ------------------------------------
     def _can_share_prompts(self, model, input_ids, attention_mask, logits_to_keep, batch_size, extra) -> bool:
         """Whether ``_get_per_token_logps_and_entropies`` may run each group's prompt once
         (``maxk.train.shared_prompt``): a bare (not DDP/DeepSpeed/FSDP-wrapped) Qwen2-family model
