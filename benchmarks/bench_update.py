@@ -226,9 +226,8 @@ def main() -> None:
         mark = " (default)" if mode.startswith("shared") and modes[mode][1] == default_runs else ""
         print(f"  {mode:18s} {up:9.3f}s  {base / up:5.2f}x    {ng:9.3f}s  {nb / ng:5.2f}x{mark}")
     flop = update_flop(trainer.model.config, batch, n)
-    up = statistics.median(
-        times[next(m for m in modes if modes[m][1] == default_runs and m != "unshared (TRL)")]
-    )
+    default_mode = next(m for m in modes if modes[m][1] == default_runs and m != "unshared (TRL)")
+    up = statistics.median(times[default_mode])
     width = batch["completion_ids"].shape[1]
     call_rows = -(-rows // default_runs) * width  # one length run of pass 2 at the full width
     roof = training_roofline(trainer.model, call_rows)
@@ -247,6 +246,17 @@ def main() -> None:
         else f"{rows} rows, {a.threads} threads"
     )
     roofline_line("policy update (forward + backward)", shape, flop / up, roof)
+    # MaxKGRPOTrainer's 5th override: at PPO > 1 the old log-probs come from iteration 1's forward pass
+    iters, ng = trainer.num_iterations, statistics.median(nograd[default_mode])
+    if iters > 1:
+        ref = ng if trainer.beta else 0.0
+        trl_passes, ours = ng + ref + iters * up, ref + iters * up
+        print(
+            f"per micro-batch of a generation batch at {iters} PPO iterations: TRL's old-policy pass"
+            f"{' + reference pass' if ref else ''} + {iters} updates {trl_passes:.3f}s; the old log-probs "
+            f"from iteration 1 ({'reference pass + ' if ref else ''}{iters} updates) {ours:.3f}s: "
+            f"{trl_passes / ours:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -153,3 +153,17 @@ def test_only_qwen2_models_are_taken(model_and_prompts):
     assert not supports(Other())
     with pytest.raises(ValueError, match="Qwen2"):
         QwenDecoder(Other())
+
+
+def test_the_unguarded_entropy_equals_the_guarded_one_without_a_top_p_cut():
+    """``entropy_of(..., finite=True)`` (sampling without top-p) skips the guard against 0 x -inf: equal
+    bit for bit where probabilities underflow to 0; with a top-p cut the guard is needed."""
+    from maxk.generate.decode import entropy_of, sampling_logprobs
+
+    scores = torch.randn(64, 1000, generator=torch.Generator().manual_seed(0)) * 40  # many p underflow
+    logp = sampling_logprobs(scores, 1.0, 1.0)
+    assert (logp.exp() == 0).any() and torch.isfinite(logp).all()
+    assert torch.equal(entropy_of(logp, finite=True), entropy_of(logp))
+    cut = sampling_logprobs(scores, 1.0, 0.9)
+    assert torch.isinf(cut).any() and torch.isnan(entropy_of(cut, finite=True)).any()
+    assert torch.isfinite(entropy_of(cut)).all()

@@ -68,10 +68,13 @@ def sampling_logprobs(scores: torch.Tensor, temperature: float, top_p: float) ->
     return torch.log_softmax(scores, dim=-1)
 
 
-def entropy_of(logp: torch.Tensor, p: torch.Tensor | None = None) -> torch.Tensor:
+def entropy_of(logp: torch.Tensor, p: torch.Tensor | None = None, *, finite: bool = False) -> torch.Tensor:
     """``-sum p log p`` over the last axis of log-probs ``logp`` (tokens with p = 0, e.g. cut by top-p,
-    add nothing); ``p`` = ``logp.exp()`` when the caller already has it."""
+    add nothing); ``p`` = ``logp.exp()`` when the caller already has it. ``finite``: no log-prob is
+    -inf (no top-p cut), so no guard is needed: where p underflows to 0, p log p is 0 as well."""
     p = logp.exp() if p is None else p
+    if finite:
+        return -(p * logp).sum(-1)
     return -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1)
 
 
@@ -87,7 +90,7 @@ def draw_tokens(
     """
     logp = sampling_logprobs(scores, temperature, top_p)
     p = logp.exp()
-    entropy = entropy_of(logp, p)
+    entropy = entropy_of(logp, p, finite=top_p >= 1.0)
     cdf = p.double().cumsum(-1)
     token = torch.searchsorted(cdf, (u[:, None] * cdf[:, -1:]).contiguous(), right=True)
     token = token.clamp_(max=p.shape[1] - 1)
@@ -220,12 +223,10 @@ class QwenDecoder:
         cos, sin = self._rope_tables(positions, x.dtype)
         for li, (ln1, qkv_w, qkv_b, o_w, o_b, ln2, gu_w, down_w) in enumerate(self.layers):
             qkv = F.linear(self._rms(x, ln1), qkv_w, qkv_b)
-            q = self._rope(qkv[:, : h * d].view(rows, h, d), cos, sin) * self.scale
-            q = q.view(rows, kvh, g, d).transpose(0, 1)  # [kvh, rows, g, d], scaled
+            qk = self._rope(qkv[:, : (h + kvh) * d].view(rows, h + kvh, d), cos, sin)  # queries, keys
+            q = (qk[:, :h] * self.scale).view(rows, kvh, g, d).transpose(0, 1)  # [kvh, rows, g, d]
             keys_t, values = cache[li]
-            keys_t[:, :, :, step] = self._rope(
-                qkv[:, h * d : (h + kvh) * d].view(rows, kvh, d), cos, sin
-            ).transpose(0, 1)
+            keys_t[:, :, :, step] = qk[:, h:].transpose(0, 1)
             values[:, :, step] = qkv[:, (h + kvh) * d :].view(rows, kvh, d).transpose(0, 1)
             own = torch.matmul(q, keys_t[..., : step + 1])  # [kvh, rows, g, s+1]
             # the prompt part: queries into the [kvh, prompts, per_prompt * g, d] grid, one product
