@@ -2,7 +2,7 @@
 
     python benchmarks/bench_generate.py [--model results/seed{seed}/models/base] [--problems 32] [--n N]
         [--max-new-tokens M] [--max-batch-size B] [--threads 1] [--baseline-problems 4]
-        [--problems-file results/data/suite_test.jsonl.gz]
+        [--problems-file results/data/suite_test.jsonl.gz] [--against REV [--repeats 5]]
 
 Both paths are the transformers backend (same prompts, seeds, sampling and per-sample statistics:
 sum of log-probs, exact mean entropy), once with ``decoder="auto"`` (the default: maxk's loop) and once
@@ -16,6 +16,10 @@ threads, gives the FLOP/s this CPU reaches at the model's shapes; the decode loo
 tokens/s x FLOP per token (2 x the linear layers' weights + 4 x layers x hidden x mean context for
 attention). Prints tokens/s of each path, the speed-up, and the fraction of the roofline.
 
+``--against REV`` also times the decode loop of git revision REV (its ``src/maxk/generate/decode.py``,
+loaded from git) against today's on the same model, prompts and seeds, the two interleaved, and says how
+many samples came out identical: the check that a speed change kept the samples.
+
 Without ``--model`` (or when the path does not exist) a random Qwen2 with the embedded base model's
 sizes is built in a temp dir; a random model rarely samples the stop token, so every sample runs to
 ``--max-new-tokens``. Timings on a shared machine vary with the load of other processes: compare
@@ -25,6 +29,7 @@ ratios measured in one run, not absolutes across runs.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -90,6 +95,15 @@ def main() -> None:
     )
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--vocab", type=int, default=1000)
+    ap.add_argument(
+        "--against",
+        metavar="REV",
+        default=None,
+        help="also time the decode loop of git revision REV (its maxk/generate/decode.py) against today's "
+        "on the same prompts, seeds and model, interleaved, best of --repeats; prints the ratio and how "
+        "many samples are identical",
+    )
+    ap.add_argument("--repeats", type=int, default=5, help="rounds of the --against comparison")
     args = ap.parse_args()
     if args.model is None:  # the embedded default's base, where the workflow puts its seed's
         from maxk import paths as P
@@ -168,8 +182,57 @@ def main() -> None:
     print(f"decode loop: {achieved / 1e9:.1f} GFLOP/s = {achieved / roof:.0%} of the roofline")
     shape = f"{args.n} samples x {step_rows // args.n} problems per step, {args.threads} thread(s)"
     roofline_line("sampling (decode loop)", shape, achieved, roof)
+    if args.against:
+        against(args, fast, prompts[: args.problems])
     if tmp is not None:
         tmp.cleanup()
+
+
+def decode_module_at(rev: str):
+    """``maxk/generate/decode.py`` as it was at git revision ``rev``, imported as a module of its own."""
+    import importlib.util
+    import subprocess
+
+    path = "src/maxk/generate/decode.py"
+    root = Path(__file__).resolve().parents[1]
+    show = ["git", "show", f"{rev}:{path}"]
+    source = subprocess.run(show, cwd=root, check=True, capture_output=True, text=True).stdout
+    name = f"decode_at_{rev}".replace("-", "_").replace("~", "_").replace("^", "_")
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader=None))
+    sys.modules[name] = module  # dataclasses look their module up
+    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)  # our own code, from git
+    return module
+
+
+def against(args, backend, prompts) -> None:
+    """Today's decode loop against revision ``args.against``'s: same model, prompt ids, seeds and calls
+    (``max_batch_size // n`` prompts each), the two interleaved over ``args.repeats`` rounds."""
+    from maxk.generate import decode as today
+
+    old = decode_module_at(args.against)
+    ids = [backend.encode(p) for p in prompts]
+    stops = [backend.tokenizer.eos_token_id]
+    per_call = max(1, args.max_batch_size // args.n)
+    best, samples = {}, {}
+    for _ in range(args.repeats):
+        for name, module in ((args.against, old), ("today", today)):
+            decoder = module.QwenDecoder(backend.model)
+            t0, out = time.perf_counter(), []
+            for start in range(0, len(ids), per_call):
+                chunk = ids[start : start + per_call]
+                seeds = list(range(start, start + len(chunk)))
+                res = decoder.sample(
+                    chunk, args.n, max_new_tokens=args.max_new_tokens, stop_token_ids=stops, seeds=seeds
+                )
+                out += res.token_ids
+            best[name] = min(best.get(name, float("inf")), time.perf_counter() - t0)
+            samples[name] = out
+    same = sum(a == b for a, b in zip(samples[args.against], samples["today"], strict=True))
+    print(
+        f"decode loop at {args.against}: {best[args.against]:.2f}s, today: {best['today']:.2f}s (best of "
+        f"{args.repeats}): {best[args.against] / best['today']:.2f}x; identical samples {same} of "
+        f"{len(samples['today'])}"
+    )
 
 
 if __name__ == "__main__":
