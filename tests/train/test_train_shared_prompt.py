@@ -189,10 +189,15 @@ def test_tail_labels_and_positions():
     assert tail_position_ids(5, 3, torch.device("cpu")).tolist() == [[4, 5, 6, 7]]
 
 
-def test_old_and_reference_passes_share_the_prompt(two_layer_dir, tmp_path, spy):
+@pytest.mark.parametrize("defer", [False, True])
+def test_old_and_reference_passes_share_the_prompt(two_layer_dir, tmp_path, spy, defer):
     """beta != 0 and 3 PPO iterations: the generation batch's old-policy and reference log-probs go
-    through the shared path (policy and the separate reference model) and equal TRL's."""
+    through the shared path (policy and the separate reference model) and equal TRL's. With the old
+    log-probs deferred to PPO iteration 1 (MaxKGRPOTrainer's override 5, the default) only the reference
+    pass runs here; without (TRL's own pass, as under vLLM) both do."""
     trainer = make_trainer(two_layer_dir, tmp_path, temperature=0.7, beta=0.05, num_iterations=3)
+    if not defer:
+        trainer._can_defer_old = lambda: False
     assert trainer.ref_model is not None and trainer.ref_model is not trainer.model
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1
@@ -200,15 +205,17 @@ def test_old_and_reference_passes_share_the_prompt(two_layer_dir, tmp_path, spy)
     chunks = (
         trainer.args.generation_batch_size // trainer.args.per_device_train_batch_size
     )  # TRL's batch_size
-    assert spy == [trainer.model] * chunks + [trainer.ref_model] * chunks
+    assert spy == [trainer.model] * chunks * (not defer) + [trainer.ref_model] * chunks
     ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
     mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
     width = batch["completion_ids"].shape[1]
+    passes = [(trainer.ref_model, "ref_per_token_logps")]
+    if defer:
+        assert batch["old_per_token_logps"].isnan().all()  # written by PPO iteration 1's loss
+    else:
+        passes.append((trainer.model, "old_per_token_logps"))
     with torch.no_grad():
-        for model, key in (
-            (trainer.model, "old_per_token_logps"),
-            (trainer.ref_model, "ref_per_token_logps"),
-        ):
+        for model, key in passes:
             want = unshared(trainer, model, ids, mask, width)[0]
             torch.testing.assert_close(batch[key], want, atol=ATOL, rtol=1e-5)
 
