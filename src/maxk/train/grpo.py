@@ -381,7 +381,7 @@ class MaxKGRPOTrainer(GRPOTrainer):
                 compute_aux_loss=compute_aux_loss,
                 **kwargs,
             )
-        fill, self._fill_old = self._fill_old, None  # fires once per loss call, as the next
+        fill, self._fill_old = self._fill_old, None  # each fires once per loss call (its one pass)
         if fill is not None:
             fill.copy_(logps.detach())
         inputs, self._recompute_inputs = self._recompute_inputs, None
