@@ -270,13 +270,25 @@ def test_the_pooled_verdict_is_a_holm_adjusted_two_level_bootstrap_test_on_two_s
     assert "| pooled verdict |" in text and "| **holds** |" in text and f"| {ONE_SEED} |" in text
 
 
-def _gate_seed(rng, shifts: dict[str, float], *, n: int = 60, works: bool = True, regime_ok: bool = True):
+def _gate_seed(
+    rng,
+    shifts: dict[str, float],
+    *,
+    n: int = 60,
+    works: bool = True,
+    regime_ok: bool = True,
+    instrument: float | None = None,
+):
     """One seed of the pooled gate's tests: claim ``e4_vs_e1`` (gating on runs ``e4`` and ``e1``),
     claim ``off_vs_base`` (gating on the off-policy run ``off``) and ``free`` (gating on none), each
     with a per-problem difference of mean 0.05; each run's test-set effect of mean ``shifts[run]``
-    (its learning.csv row: learned where its interval, mean -+ 2 se, is above zero)."""
+    (its learning.csv row: learned where its interval, mean -+ 2 se, is above zero). ``instrument``: the
+    mean of the instrument check's two parts' per-problem values (None: the seed's files record none)."""
     ids = pd.Index([f"p{i:03d}" for i in range(n)], name="problem_id")
     learned, rows, series = {}, [], {}
+    if instrument is not None:
+        series["instrument"] = pd.Series(rng.normal(instrument, 0.05, size=n), index=ids)
+        series["instrument_heldout"] = pd.Series(rng.normal(instrument, 0.05, size=n), index=ids)
     for run, shift in shifts.items():
         d = rng.normal(shift, 0.05, size=n)
         se = d.std(ddof=1) / np.sqrt(n)
@@ -378,3 +390,41 @@ def test_a_seed_is_pooled_only_where_its_instrument_works_and_every_gated_run_is
         across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, seed=7, **KW, learning={1: l1, 2: l2})
     with pytest.raises(ValueError, match="learning of seeds"):
         across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, seed=7, **KW, learning={1: l1}, gated=GATED)
+
+
+def test_across_seeds_the_instrument_gates_pooled_and_every_seed_is_pooled_where_it_works():
+    """Seed 3's own instrument check failed, but pooled over the three seeds the instrument works: seed 3
+    is pooled like the others (dropping it would select the seeds where RL gained more). Where the pooled
+    instrument does not work, every gated claim says so, with its pooled effect still shown."""
+    rng = np.random.default_rng(13)
+    shifts = {"e4": 0.04, "e1": 0.04, "off": 0.04}
+    seeds = {1: {}, 2: {"regime_ok": False}, 3: {"works": False}}
+    made = {s: _gate_seed(rng, shifts, instrument=0.03, **kw) for s, kw in seeds.items()}
+    claims, diffs, learning = ({s: m[i] for s, m in made.items()} for i in range(3))
+    frame = across_seeds(claims, diffs, seed=7, **KW, learning=learning, gated=GATED)
+    assert frame.attrs["works"] == {1: True, 2: True, 3: False} and frame.attrs["instrument_blocked"] is None
+    rows = frame.set_index("id")
+    assert rows.loc["e4_vs_e1", "pooled_on"] == "1,2,3" and rows.loc["free", "pooled_on"] == "1,2,3"
+    assert rows.loc["off_vs_base", "pooled_on"] == "1,3"  # seed 2: `off` out of its regime
+    assert set(rows["verdict"]) <= {"holds", "does not hold"}
+    text = render_across_seeds(frame, 3, confidence=0.95, power=0.8)
+    assert (
+        "seed 3 NOT WORKING" in text
+        and "the instrument works, so each claim is pooled over every seed" in text
+    )
+
+    # the same seeds where RL did not raise its objective: no gated claim is read pooled
+    made = {s: _gate_seed(rng, shifts, instrument=-0.03, **kw) for s, kw in seeds.items()}
+    claims, diffs, learning = ({s: m[i] for s, m in made.items()} for i in range(3))
+    frame = across_seeds(claims, diffs, seed=7, **KW, learning=learning, gated=GATED)
+    blocked = frame.attrs["instrument_blocked"]
+    assert blocked.startswith(f"{NOT_WORKING} pooled over seeds 1, 2, 3 (max@1, run - base -0.0")
+    rows = frame.set_index("id")
+    assert (rows["verdict"] == blocked).all() and rows["pvalue_holm"].isna().all()
+    assert rows.loc["e4_vs_e1", "pooled_seeds"] == 3 and np.isfinite(rows.loc["e4_vs_e1", "effect"])
+    assert "the instrument does not work: no claim is read" in render_across_seeds(
+        frame, 3, confidence=0.95, power=0.8
+    )
+    # without the learning tables (no gate read), each seed's own verdict decides, as before
+    old = across_seeds(claims, diffs, seed=7, **KW).set_index("id")
+    assert old.loc["free", "pooled_on"] == "1,2" and old.attrs.get("instrument_blocked") is None

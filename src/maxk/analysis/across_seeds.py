@@ -10,10 +10,17 @@ each claim:
 - ``effect``, ``ci_low``, ``ci_high``: the mean over seeds of each seed's mean difference, with the
   two-level bootstrap interval (seeds with replacement, then each drawn seed's problems with
   replacement: ``maxk.analysis.stats.two_level_interval``), over the seeds it pools
-  (``pooled_seeds``, listed in ``pooled_on``): those whose instrument works and where every run the
-  claim gates on (``Claim.gated_runs``) was measured and, off-policy, stayed in the first-order regime
-  of its derivation (each seed's ``learning.csv``). A seed whose instrument does not work measures
-  nothing for the claim (listed, not pooled);
+  (``pooled_seeds``, listed in ``pooled_on``): where the instrument works pooled over every seed (below),
+  each seed where every run the claim gates on (``Claim.gated_runs``) was measured and, off-policy,
+  stayed in the first-order regime of its derivation (each seed's ``learning.csv``);
+- **the instrument, pooled** (``instrument_gate``): one seed's instrument check, like its learning gate,
+  is read near the edge of its power (the instrument run gains about what 300 test problems detect),
+  so dropping the seeds where it failed would select the seeds where RL happened to gain more: the
+  same selection on the outcome as a per-seed learning gate. So where the seeds record the instrument's
+  per-problem values, it gates pooled: every part of ``pooled_instrument`` above zero, and every seed is
+  pooled (its own check is listed beside it); else each gated claim's pooled effect is shown and its
+  verdict is "instrument not working pooled over seeds ..." with the parts that failed. Files without
+  those values (older runs): each seed's own check gates;
 - **the learning gate, pooled** (``gate``): a claim compares methods that must each have raised their
   own objective. One seed's gate (``maxk.analysis.learning``: the run's test-set interval above zero)
   is read near the edge of its power, and flips with the last bits of the weights (another CPU type,
@@ -42,9 +49,10 @@ each claim:
 Before the claims, the instrument check pooled over **every** seed (``pooled_instrument``): each of
 its two parts (the instrument run's max@1 minus the base's on the claims' dataset, and its held-out
 rise, last minus first), the mean of the seeds' effects with the same two-level interval, beside the
-number of seeds where the check passes. Each seed's verdict still gates that seed's claims; the pooled
-line says whether RL raises its objective on unseen problems on average over training runs, which one
-seed's check, near the edge of its power, cannot (docs/experiments.md).
+number of seeds where the check passes. Each seed's verdict gates that seed's own ``claims.csv``; across
+seeds the pooled check gates (above): it says whether RL raises its objective on unseen problems on
+average over training runs, which one seed's check, near the edge of its power, cannot
+(docs/experiments.md).
 
 ``rliable`` (Agarwal et al. 2021) is not used: its interval estimates resample runs within tasks
 (stratified bootstrap) of scores aggregated per run, not a two-level (seed, then problem) hierarchy of
@@ -302,6 +310,11 @@ def across_seeds(
         raise ValueError(f"claims of seeds {sorted(seeds)} but learning of seeds {sorted(learning)}")
     ran = {s: learning[s].set_index("run") for s in seeds} if learning is not None else {}
     works = {s: _works(claims[s]) for s in seeds}
+    instrument = pooled_instrument(differences, works, seed=seed, resamples=resamples, confidence=confidence)
+    blocked = instrument_gate(instrument) if gated is not None else None
+    # the seeds a gated claim may pool: every seed under the pooled instrument (where it fails, the pooled
+    # effect is still shown, with the reason for a verdict), each working seed without it
+    usable = {s: bool(instrument and gated is not None) or works[s] for s in seeds}
     first = claims[seeds[0]]
     by_id = {s: claims[s].set_index("id") for s in seeds}
     diffs = {s: {cid: g["difference"].to_numpy(dtype=float) for cid, g in differences[s].groupby("claim")}
@@ -326,7 +339,7 @@ def across_seeds(
             n_tested += int(read)
             n_holds += int(read and r["verdict"] == "holds")
             if gated is not None and cid in gated:
-                pools = pd.notna(r["effect"]) and works[s] and all(_gateable(ran[s], g) for g in gated[cid])
+                pools = pd.notna(r["effect"]) and usable[s] and all(_gateable(ran[s], g) for g in gated[cid])
             else:
                 pools = read
             d = diffs[s].get(cid, np.empty(0))
@@ -361,15 +374,28 @@ def across_seeds(
         row["gate"] = "; ".join(reasons)
         row["paper_effect"] = ref.get("paper_effect", math.nan)
         rows.append(row)
-    _pooled_verdicts(rows, alpha)
+    _pooled_verdicts(rows, alpha, blocked, gated)
     columns = [c for name in ACROSS_SEED_COLUMNS
                for c in ([name.format(seed=s) for s in seeds] if "{seed}" in name else [name])]  # fmt: skip
     if rows and set(rows[0]) != set(columns):  # a column added to one and not the other
         raise RuntimeError(f"across_seeds: rows {sorted(rows[0])} against ACROSS_SEED_COLUMNS {columns}")
     frame = pd.DataFrame(rows, columns=columns)
-    instrument = pooled_instrument(differences, works, seed=seed, resamples=resamples, confidence=confidence)
-    frame.attrs.update(seeds=seeds, works=works, instrument=instrument)
+    frame.attrs.update(seeds=seeds, works=works, instrument=instrument, instrument_blocked=blocked)
     return frame
+
+
+def instrument_gate(instrument: Sequence[Mapping]) -> str | None:
+    """Why no gated claim is read pooled over the seeds (None: they are): ``pooled_instrument``'s parts,
+    each of which must be above zero. No part recorded (files older than the per-problem values): None,
+    and each seed's own check gates (``across_seeds``)."""
+    failed = [p for p in instrument if not p["ok"]]
+    if not failed:
+        return None
+    where = ", ".join(map(str, failed[0]["seeds"]))
+    parts = "; ".join(
+        f"{p['what']} {fmt_interval(p['effect'], p['ci_low'], p['ci_high'], 3)}" for p in failed
+    )
+    return f"{NOT_WORKING} pooled over seeds {where} ({parts})"
 
 
 def _truthy(v: object) -> bool:
@@ -423,8 +449,19 @@ def pooled_gate(
     )
 
 
-def _pooled_verdicts(rows: list[dict], alpha: float) -> None:
-    """``pvalue_holm`` and ``verdict`` of each row (see the module docstring), in place."""
+def _pooled_verdicts(
+    rows: list[dict],
+    alpha: float,
+    blocked: str | None = None,
+    gated: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    """``pvalue_holm`` and ``verdict`` of each row (see the module docstring), in place. ``blocked``
+    (``instrument_gate``): every claim ``gated`` names reads it instead of a verdict."""
+    if blocked:
+        for r in rows:
+            if r["id"] in (gated or {}):
+                r["gate"], r["pvalue_holm"], r["verdict"] = blocked, math.nan, blocked
+        rows = [r for r in rows if r["id"] not in (gated or {})]
     pooled = [r for r in rows if r["pooled_seeds"] >= MIN_POOLED_SEEDS and not r["gate"]]
     for r, p in zip(pooled, holm([r["pvalue"] for r in pooled]), strict=True):
         r["pvalue_holm"] = p
@@ -447,10 +484,8 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
         "",
         "Instrument (RL raises its own objective on unseen problems; each seed's claims.md): "
         + "; ".join(f"seed {s} {'works' if works[s] else 'NOT WORKING'}" for s in seeds)
-        + f" ({len(ok)} of {len(seeds)}). Each claim is pooled over the seeds whose instrument works and "
-        "where every run it compares was measured (and, off-policy, stayed in its regime); it is read "
-        "where each of those runs raised its own objective pooled over the same seeds (the learning "
-        "gate, pooled: one seed's gate flips with the last bits of the weights).",
+        + f" ({len(ok)} of {len(seeds)}). "
+        + _pooling_rule(frame),
         "",
     ]
     for p in frame.attrs.get("instrument", []):
@@ -465,6 +500,28 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
         lines.append("")
     lines += render_learning_across_seeds(frame.attrs.get("learning") or [], seeds, decimals)
     return "\n".join(lines + render_claim_rows(frame, decimals, confidence=confidence, power=power)) + "\n"
+
+
+def _pooling_rule(frame: pd.DataFrame) -> str:
+    """The across-seed report's sentence on which seeds a claim pools (``across_seeds``'s rule)."""
+    rule = (
+        "where every run it compares was measured (and, off-policy, stayed in its regime); it is read where "
+        "each of those runs raised its own objective pooled over the same seeds (the learning gate, pooled: "
+        "one seed's gate flips with the last bits of the weights)."
+    )
+    if not frame.attrs.get("instrument"):  # files without the instrument's per-problem values
+        return "Each claim is pooled over the seeds whose instrument works and " + rule
+    if frame.attrs.get("instrument_blocked"):
+        return (
+            "Pooled over every seed (below), the instrument does not work: no claim is read, each pooled "
+            "effect is shown beside the reason."
+        )
+    return (
+        "Pooled over every seed (below), the instrument works, so each claim is pooled over every seed "
+        + rule
+        + " One seed's instrument, like its learning gate, sits at the edge of its power: pooling only the "
+        "seeds where it passed would select the seeds where RL happened to gain more."
+    )
 
 
 def render_claim_rows(frame: pd.DataFrame, decimals: int, *, confidence: float, power: float) -> list[str]:
@@ -517,13 +574,15 @@ def render_claim_rows(frame: pd.DataFrame, decimals: int, *, confidence: float, 
         "that seed's instrument is not working; (n/t): not testable there, a run it compares did not learn "
         "its own objective (the table above). holds in: seeds where it holds, of those where it was "
         f"read. pooled: the mean of the seeds' effects with a {confidence:.0%} two-level bootstrap "
-        "interval (seeds, then each seed's problems, resampled), over the seeds it pools (instrument "
-        "working, every run it compares measured and in its regime); with few seeds it undercovers: "
+        "interval (seeds, then each seed's problems, resampled), over the seeds it pools (every seed "
+        "where the instrument works pooled, else each seed where it works; every run it compares "
+        "measured and in its regime); with few seeds it undercovers: "
         f"read the seeds beside it. pooled verdict (on {MIN_POOLED_SEEDS} or more seeds): 'not testable' "
         "where a run it compares did not raise its own objective pooled over the same seeds (the run "
         "and its pooled interval are named); else holds when the pooled effect is positive and its "
         "one-sided two-level bootstrap p-value, Holm-adjusted across the claims read pooled, is below "
-        f"the claims' alpha; '{ONE_SEED}': that seed's verdict stands alone; '{NOT_READ}': no seed "
+        f"the claims' alpha; '{NOT_WORKING} pooled ...': the instrument's pooled interval is not above "
+        f"zero; '{ONE_SEED}': that seed's verdict stands alone; '{NOT_READ}': no seed "
         "could read it. "
         "detectable: the smallest true effect a "
         f"test at the claims' Holm level finds with {power:.0%} power at this number of seeds and problems. "

@@ -139,10 +139,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "across-seeds",
         help="every claim across several seeds' runs (two-level bootstrap), with its figures",
         description="For each claim: each seed's effect and verdict, the seeds where it holds, the pooled "
-        "effect with a two-level (seed, then problem) bootstrap interval over the seeds whose instrument "
-        "works (the runs it compares learning their objective pooled over them: the pooled learning gate), "
-        "and the smallest detectable effect (maxk.analysis.across_seeds); first, the instrument "
-        "check pooled over every seed. Seeds are read from the paths (results/seed{seed}/...).",
+        "effect with a two-level (seed, then problem) bootstrap interval over every seed, read where the "
+        "instrument works pooled over them (the instrument check pooled, listed first) and where the runs "
+        "it compares raised their objective pooled over them (the pooled learning gate), and the smallest "
+        "detectable effect (maxk.analysis.across_seeds). Seeds are read from the paths "
+        "(results/seed{seed}/...).",
     )
     common(q)
     q.add_argument("--claims", nargs="+", required=True, metavar="CSV", help="each seed's claims.csv")
