@@ -42,6 +42,9 @@ BASE = "base"
 TEMPERED = "base_T"
 #: The file inside every trained model directory listing the problems it was trained on.
 TRAINED_ON = "trained_on.json"
+#: Verdicts the `score` jobs share (``maxk score --cache``, ``maxk.sandbox.shared_cache``): outside
+#: results/, like the checkpoints under work/; deleting it only costs the time it saves.
+SCORE_CACHE = "work/score_cache"
 
 Seed = int | str
 

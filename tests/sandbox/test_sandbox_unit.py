@@ -796,3 +796,61 @@ def test_cli_score_validates_problems_through_the_schema(tmp_path, capsys, row, 
     err = capsys.readouterr().err
     assert f"file {problems}" in err and message in err
     assert not (tmp_path / "o.parquet").exists()
+
+
+def _score_cli(samples, problems, out, cache, **config) -> dict:
+    """``maxk score`` with ``--cache``; returns the job's provenance (its shared-cache counts)."""
+    config = {"timeout_s": 0.5, "isolation": {"minimum": "minimal"}, **config}
+    argv = ["score", "--samples", str(samples), "--problems", str(problems), "--output", str(out)]
+    rc = main([*argv, "--config-json", json.dumps(config), "--threads", "1", "--cache", str(cache)])
+    assert rc == 0
+    return json.loads(Path(f"{out}.provenance.json").read_text())
+
+
+def test_cli_score_shares_verdicts_between_jobs_through_the_cache_folder(tmp_path):
+    """A second job (another model's samples) runs only the pairs the first did not record, and scores the
+    same; a verdict planted in the folder is what a later job reports (it is read, not rerun); a time-out
+    is never shared; other limits are another context; a job does not read its own earlier file."""
+    from maxk.sandbox.shared_cache import SharedCache
+
+    problems = tmp_path / "d.jsonl.gz"
+    write_jsonl(problems, [ADD, ECHO])
+    good, bad = "def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a - b\n"
+    slow = "while True:\n    pass\n"
+    cache = tmp_path / "cache"
+
+    def samples(name, programs):
+        path = tmp_path / f"{name}.parquet"
+        pids = ["u/echo" if p == slow else "u/add" for p in programs]
+        pq.write_table(pa.table({"problem_id": pids, "sample_index": list(range(len(programs))),
+                                 "program": programs}), path)  # fmt: skip
+        return path
+
+    first = _score_cli(samples("a", [good, bad, slow]), problems, tmp_path / "a.scores.parquet", cache)
+    info = first["shared_cache"]
+    assert info["hits"] == 0 and info["files_read"] == 0 and info["recorded"] == 2  # not the time-out
+    second = _score_cli(samples("b", [bad, good, slow, good]), problems, tmp_path / "b.scores.parquet", cache)
+    assert second["shared_cache"]["hits"] == 3 and second["shared_cache"]["files_read"] == 1
+    a, b = (pq.read_table(tmp_path / f"{m}.scores.parquet").to_pydict() for m in "ab")
+    assert b["reward"] == [a["reward"][1], a["reward"][0], 0.0, a["reward"][0]] and a["reward"][:2] == [
+        1.0,
+        0.0,
+    ]
+    assert set(b["verdicts"][2]) == {"timeout"}  # run again, not shared
+
+    # a planted verdict (a wrong one, so that reading it shows) is what the next job reports
+    context = Path(info["folder"]).name
+    from maxk.sandbox.scorer import problem_key
+
+    planted = SharedCache(cache, context, "planted")
+    planted.record(problem_key(ADD), bad, Score.from_verdicts(["ok", "ok"], 0.0))
+    planted.save()
+    third = _score_cli(samples("c", [bad]), problems, tmp_path / "c.scores.parquet", cache)
+    assert pq.read_table(tmp_path / "c.scores.parquet").column("reward").to_pylist() == [1.0]
+    assert third["shared_cache"]["hits"] == 1
+    # another time limit: another context, nothing read; the same output again: its own file is not read
+    other = _score_cli(samples("c", [bad]), problems, tmp_path / "d.scores.parquet", cache, timeout_s=1)
+    assert other["shared_cache"]["files_read"] == 0 and Path(other["shared_cache"]["folder"]).name != context
+    again = _score_cli(samples("a", [good, bad, slow]), problems, tmp_path / "a.scores.parquet", cache)
+    assert again["shared_cache"]["files_read"] == 3  # b, c and planted, not a itself
+    assert pq.read_table(tmp_path / "a.scores.parquet").column("reward").to_pylist() == [1.0, 1.0, 0.0]

@@ -43,6 +43,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="cores available: the number of workers when sandbox.workers is null (default: all)",
     )
     p.add_argument("--shard", default="0/1", help="I/N: score only problems whose position %% N == I")
+    p.add_argument(
+        "--cache",
+        default=None,
+        metavar="FOLDER",
+        help="share verdicts with other score jobs through FOLDER: run only the (problem, program) pairs "
+        "no earlier job recorded there under the same limits, isolation and judge, then record this job's "
+        "(maxk.sandbox.shared_cache; time, memory and sandbox failures are never shared). Default: none",
+    )
     p.set_defaults(handler=_score)
 
     sb = sub.add_parser("sandbox", help="sandbox utilities", description="Sandbox utilities.")
@@ -158,14 +166,18 @@ def _score(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from exc
     print(f"sandbox isolation: {scorer.level} {json.dumps(scorer.layers, sort_keys=True)}", file=sys.stderr)
     from maxk.sandbox.judge import Score
+    from maxk.sandbox.scorer import problem_key
     from maxk.sandbox.wire import SYNTAX_ERROR
+
+    keys = {pid: problem_key(problems[pid]) for pid in dict.fromkeys(pid for pid, _, _ in rows)}
+    shared = _shared_cache(args, scorer, keys.values())
 
     bar = _progress(len(rows))
     with scorer, atomic_path(args.output) as tmp, pq.ParquetWriter(tmp, schema) as writer:
         for start in range(0, len(rows), batch):
             chunk = rows[start : start + batch]
-            runnable = [(problems[pid], prog) for pid, _, prog in chunk if prog is not None]
-            scores = iter(scorer.score(runnable))
+            runnable = [(pid, prog) for pid, _, prog in chunk if prog is not None]
+            scores = iter(_score_chunk(scorer, shared, problems, keys, runnable))
             out: dict[str, list] = {c: [] for c in SCORE_COLUMNS}
             for pid, idx, prog in chunk:
                 # nothing could be extracted from the completion: every case a syntax error
@@ -181,6 +193,14 @@ def _score(args: argparse.Namespace) -> int:
                     programs_s=f"{bar.n / bar.format_dict['elapsed']:.0f}", cache_hits=scorer.hits
                 )
     bar.close()
+    shared_info = None
+    if shared is not None:
+        shared_info = {"folder": str(shared.folder), "files_read": shared.files_read, "hits": shared.hits,
+                       "recorded": len(shared.mine)}  # fmt: skip
+        try:
+            shared.save()
+        except OSError as exc:  # a cache: this job's scores stand without it
+            print(f"warning: could not record verdicts in {shared.folder}: {exc}", file=sys.stderr)
     write_provenance(
         args.output,
         config={"sandbox": section},
@@ -188,9 +208,46 @@ def _score(args: argparse.Namespace) -> int:
         shard=args.shard,
         rows=len(rows),
         cache_hits=scorer.hits,
+        shared_cache=shared_info,
     )
-    print(f"scored {len(rows)} samples ({scorer.hits} cache hits) -> {args.output}", file=sys.stderr)
+    shared_note = f", {shared.hits} from {shared.folder}" if shared is not None else ""
+    print(
+        f"scored {len(rows)} samples ({scorer.hits} cache hits{shared_note}) -> {args.output}",
+        file=sys.stderr,
+    )
     return 0
+
+
+def _shared_cache(args: argparse.Namespace, scorer: Any, problem_keys: Any) -> Any:
+    """``--cache``'s view of its folder for this job (None without it), loaded with the pairs of this
+    job's problems; the job's own file is named by its output path."""
+    if not args.cache:
+        return None
+    import hashlib
+
+    from maxk.sandbox.shared_cache import SharedCache, cache_context
+
+    name = hashlib.sha256(os.path.abspath(args.output).encode()).hexdigest()[:16]
+    shared = SharedCache(args.cache, cache_context(scorer.limits, scorer.layers), name)
+    shared.load(problem_keys)
+    return shared
+
+
+def _score_chunk(
+    scorer: Any, shared: Any, problems: dict[str, Any], keys: dict[str, str], pairs: list[tuple[str, str]]
+) -> list[Any]:
+    """Scores of ``(problem id, program)`` pairs in order: from the shared cache where it has them, else
+    run by ``scorer`` (and recorded in the shared cache)."""
+    if shared is None:
+        return scorer.score([(problems[pid], prog) for pid, prog in pairs])
+    out = [shared.lookup(keys[pid], prog) for pid, prog in pairs]
+    missing = [i for i, s in enumerate(out) if s is None]
+    for i, s in zip(
+        missing, scorer.score([(problems[pairs[i][0]], pairs[i][1]) for i in missing]), strict=True
+    ):
+        out[i] = s
+        shared.record(keys[pairs[i][0]], pairs[i][1], s)
+    return out
 
 
 DOCTOR_PROBES = {
