@@ -20,10 +20,11 @@ rule score:
         **resources_of("score"),
     params:
         sandbox=lambda wc: config_json("score"),
+        cache=P.SCORE_CACHE,
     # {threads} (the cores granted) is right here: it is the number of sandbox worker processes, not a
     # numerical thread count, and a verdict does not depend on it; more workers than cores would only
     # stretch each program's wall time towards its wall limit. --cache: a (problem, program) pair another
     # model's job already ran under the same limits is not run again (maxk.sandbox.shared_cache).
     shell:
         "maxk score --samples {input.samples} --problems {input.problems} --output {output.scores}"
-        " --config-json {params.sandbox:q} --threads {threads} --cache {P.SCORE_CACHE} > {log} 2>&1"
+        " --config-json {params.sandbox:q} --threads {threads} --cache {params.cache} > {log} 2>&1"
