@@ -422,9 +422,22 @@ def test_across_seeds_the_instrument_gates_pooled_and_every_seed_is_pooled_where
     rows = frame.set_index("id")
     assert (rows["verdict"] == blocked).all() and rows["pvalue_holm"].isna().all()
     assert rows.loc["e4_vs_e1", "pooled_seeds"] == 3 and np.isfinite(rows.loc["e4_vs_e1", "effect"])
-    assert "the instrument does not work: no claim is read" in render_across_seeds(
+    assert "the instrument does not work: the claims it gates are not read" in render_across_seeds(
         frame, 3, confidence=0.95, power=0.8
     )
-    # without the learning tables (no gate read), each seed's own verdict decides, as before
-    old = across_seeds(claims, diffs, seed=7, **KW).set_index("id")
-    assert old.loc["free", "pooled_on"] == "1,2" and old.attrs.get("instrument_blocked") is None
+    # without the learning tables (no gate read), each seed's own verdict decides, as before, and says so
+    old = across_seeds(claims, diffs, seed=7, **KW)
+    assert old.set_index("id").loc["free", "pooled_on"] == "1,2" and old.attrs["instrument_blocked"] is None
+    assert "pooled over the seeds whose instrument works" in render_across_seeds(
+        old, 3, confidence=0.95, power=0.8
+    )
+
+    # a seed whose files record no instrument values (older files) is not taken on the others' word: the
+    # per-seed rule, so seed 3 (its own check failed) stays out though seeds 1 and 2's pooled check works
+    made = {s: _gate_seed(rng, shifts, instrument=0.03 if s < 3 else None, **kw) for s, kw in seeds.items()}
+    claims, diffs, learning = ({s: m[i] for s, m in made.items()} for i in range(3))
+    mixed = across_seeds(claims, diffs, seed=7, **KW, learning=learning, gated=GATED)
+    assert not mixed.attrs["instrument_pooled"] and mixed.set_index("id").loc["free", "pooled_on"] == "1,2"
+    # one seed: its own check, as before
+    alone = across_seeds({3: claims[3]}, {3: diffs[3]}, seed=7, **KW, learning={3: learning[3]}, gated=GATED)
+    assert not alone.attrs["instrument_pooled"] and (alone["pooled_seeds"] == 0).all()

@@ -854,3 +854,23 @@ def test_cli_score_shares_verdicts_between_jobs_through_the_cache_folder(tmp_pat
     again = _score_cli(samples("a", [good, bad, slow]), problems, tmp_path / "a.scores.parquet", cache)
     assert again["shared_cache"]["files_read"] == 3  # b, c and planted, not a itself
     assert pq.read_table(tmp_path / "a.scores.parquet").column("reward").to_pylist() == [1.0, 1.0, 0.0]
+
+
+def test_shared_cache_skips_a_file_it_cannot_trust_whole(tmp_path):
+    """A file of the folder that is not what a job writes (nulls, missing columns, not Parquet) costs only
+    its saving: skipped whole, never a crash and never half read."""
+    from maxk.sandbox.shared_cache import SharedCache, program_sha
+
+    folder = tmp_path / "ctx"
+    folder.mkdir()
+    good = {"problem_key": ["p"], "program_sha": [program_sha("x")], "verdicts": [["ok"]], "elapsed_s": [0.5]}
+    pq.write_table(pa.table(good), folder / "good.parquet")
+    nulls = {"problem_key": ["p", "p"], "program_sha": [program_sha("y"), program_sha("z")],
+             "verdicts": [["ok"], None], "elapsed_s": [0.1, None]}  # fmt: skip
+    pq.write_table(pa.table(nulls), folder / "nulls.parquet")
+    pq.write_table(pa.table({"problem_key": ["p"]}), folder / "columns.parquet")
+    (folder / "text.parquet").write_text("not parquet")
+    cache = SharedCache(tmp_path, "ctx", "mine")
+    cache.load(["p"])
+    assert cache.files_read == 1 and cache.lookup("p", "x").verdicts == ("ok",)
+    assert cache.lookup("p", "y") is None and cache.hits == 1  # nulls.parquet skipped whole

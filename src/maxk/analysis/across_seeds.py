@@ -19,8 +19,9 @@ each claim:
   same selection on the outcome as a per-seed learning gate. So where the seeds record the instrument's
   per-problem values, it gates pooled: every part of ``pooled_instrument`` above zero, and every seed is
   pooled (its own check is listed beside it); else each gated claim's pooled effect is shown and its
-  verdict is "instrument not working pooled over seeds ..." with the parts that failed. Files without
-  those values (older runs): each seed's own check gates;
+  verdict is "instrument not working pooled over seeds ..." with the parts that failed. With one seed,
+  without the learning tables, or where a seed's files lack those values (older runs), each seed's own
+  check gates;
 - **the learning gate, pooled** (``gate``): a claim compares methods that must each have raised their
   own objective. One seed's gate (``maxk.analysis.learning``: the run's test-set interval above zero)
   is read near the edge of its power, and flips with the last bits of the weights (another CPU type,
@@ -311,10 +312,14 @@ def across_seeds(
     ran = {s: learning[s].set_index("run") for s in seeds} if learning is not None else {}
     works = {s: _works(claims[s]) for s in seeds}
     instrument = pooled_instrument(differences, works, seed=seed, resamples=resamples, confidence=confidence)
-    blocked = instrument_gate(instrument) if gated is not None else None
-    # the seeds a gated claim may pool: every seed under the pooled instrument (where it fails, the pooled
-    # effect is still shown, with the reason for a verdict), each working seed without it
-    usable = {s: bool(instrument and gated is not None) or works[s] for s in seeds}
+    # the instrument gates pooled with the learning tables (the pooled learning gate), on two seeds or more
+    # that each record its every part; else each seed's own check gates (one seed: the same data)
+    recorded = [s for s in seeds if instrument and all(s in p["seeds"] for p in instrument)]
+    pooled_rule = gated is not None and len(seeds) >= MIN_POOLED_SEEDS and len(recorded) == len(seeds)
+    blocked = instrument_gate(instrument) if pooled_rule else None
+    # the seeds a gated claim may pool: every seed under the pooled rule (where the instrument fails, the
+    # pooled effect is still shown, with the reason for a verdict), each working seed without it
+    usable = {s: pooled_rule or works[s] for s in seeds}
     first = claims[seeds[0]]
     by_id = {s: claims[s].set_index("id") for s in seeds}
     diffs = {s: {cid: g["difference"].to_numpy(dtype=float) for cid, g in differences[s].groupby("claim")}
@@ -380,7 +385,8 @@ def across_seeds(
     if rows and set(rows[0]) != set(columns):  # a column added to one and not the other
         raise RuntimeError(f"across_seeds: rows {sorted(rows[0])} against ACROSS_SEED_COLUMNS {columns}")
     frame = pd.DataFrame(rows, columns=columns)
-    frame.attrs.update(seeds=seeds, works=works, instrument=instrument, instrument_blocked=blocked)
+    frame.attrs.update(seeds=seeds, works=works, instrument=instrument, instrument_pooled=pooled_rule,
+                       instrument_blocked=blocked)  # fmt: skip
     return frame
 
 
@@ -391,7 +397,7 @@ def instrument_gate(instrument: Sequence[Mapping]) -> str | None:
     failed = [p for p in instrument if not p["ok"]]
     if not failed:
         return None
-    where = ", ".join(map(str, failed[0]["seeds"]))
+    where = ", ".join(map(str, sorted({s for p in failed for s in p["seeds"]})))
     parts = "; ".join(
         f"{p['what']} {fmt_interval(p['effect'], p['ci_low'], p['ci_high'], 3)}" for p in failed
     )
@@ -460,7 +466,8 @@ def _pooled_verdicts(
     if blocked:
         for r in rows:
             if r["id"] in (gated or {}):
-                r["gate"], r["pvalue_holm"], r["verdict"] = blocked, math.nan, blocked
+                r["gate"] = "; ".join([blocked, *([r["gate"]] if r["gate"] else [])])
+                r["pvalue_holm"], r["verdict"] = math.nan, blocked
         rows = [r for r in rows if r["id"] not in (gated or {})]
     pooled = [r for r in rows if r["pooled_seeds"] >= MIN_POOLED_SEEDS and not r["gate"]]
     for r, p in zip(pooled, holm([r["pvalue"] for r in pooled]), strict=True):
@@ -509,12 +516,12 @@ def _pooling_rule(frame: pd.DataFrame) -> str:
         "each of those runs raised its own objective pooled over the same seeds (the learning gate, pooled: "
         "one seed's gate flips with the last bits of the weights)."
     )
-    if not frame.attrs.get("instrument"):  # files without the instrument's per-problem values
+    if not frame.attrs.get("instrument_pooled"):  # one seed, no learning tables, or older files
         return "Each claim is pooled over the seeds whose instrument works and " + rule
     if frame.attrs.get("instrument_blocked"):
         return (
-            "Pooled over every seed (below), the instrument does not work: no claim is read, each pooled "
-            "effect is shown beside the reason."
+            "Pooled over every seed (below), the instrument does not work: the claims it gates are not "
+            "read, each pooled effect is shown beside the reason."
         )
     return (
         "Pooled over every seed (below), the instrument works, so each claim is pooled over every seed "

@@ -11,12 +11,15 @@ other's pairs; they only miss a saving.
 
 What may be shared: a verdict is kept only where every case ended without a time, memory or sandbox
 failure (``UNSTABLE``): those depend on the machine's load, not the program, and are run again. The
-context names everything a verdict depends on besides the problem and the program (the problem's own
-tests and time limit are in its key, ``scorer.problem_key``): the limits, the isolation layers active
-(a program probing the network scores differently under another level) and the source of the judge,
-the worker and their wire protocol, so a fix to the judge starts a new context instead of reusing old
-verdicts. A program whose output depends on chance or the clock (hash order, ``random``) gets one
-recorded verdict per context, as if its first run were every run.
+context names what a verdict depends on besides the problem and the program (the problem's own tests
+and time limit are in its key, ``scorer.problem_key``): the limits (the modules preloaded, the only
+installed packages a program can import, among them), the isolation layers active (a program probing
+the network scores differently under another level), the source of every module of ``maxk.sandbox``
+(the judge, the scorer's verdict mapping, the isolation rules: a fix to any starts a new context
+instead of reusing old verdicts) and the interpreter (its version and path). Left to chance, as
+without the cache: a program whose output depends on chance or the clock (hash order, ``random``) gets
+one recorded verdict per context, as if its first run were every run, and a ``runtime_error`` caused
+by another job's processes (a fork refused at ``nproc``, counted per uid) is shared like any other.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -42,16 +46,16 @@ _COLUMNS = ("problem_key", "program_sha", "verdicts", "elapsed_s")
 
 
 def _sources() -> bytes:
-    """The judge's, the worker's and the wire protocol's source: a change to any starts a new context."""
-    from maxk.sandbox import _worker, judge
-
-    return b"".join(Path(m.__file__).read_bytes() for m in (judge, _worker, wire))
+    """Every module of ``maxk.sandbox`` and the interpreter: a change to any starts a new context."""
+    here = Path(__file__).parent
+    code = b"".join(path.read_bytes() for path in sorted(here.glob("*.py")))
+    return code + f"{sys.version}\0{sys.executable}".encode()
 
 
 def cache_context(limits: Any, layers: Mapping[str, Any]) -> str:
     """A short hash of what a verdict depends on besides the problem and the program: ``limits`` (a
-    ``scorer.Limits``, its pool-only fields left out), the isolation ``layers`` active and the sources
-    of the judge, the worker and the wire protocol."""
+    ``scorer.Limits``, its pool-only fields left out), the isolation ``layers`` active, the source of every
+    module of ``maxk.sandbox`` and the interpreter."""
     fields = {k: v for k, v in dataclasses.asdict(limits).items() if k not in _POOL_ONLY}
     blob = json.dumps([fields, dict(layers)], sort_keys=True, default=str).encode()
     return hashlib.sha256(blob + _sources()).hexdigest()[:16]
@@ -75,7 +79,8 @@ class SharedCache:
 
     def load(self, problem_keys: Iterable[str]) -> None:
         """Read every other job's file in the context, keeping the pairs of ``problem_keys``. A file that
-        cannot be read (another version's, half-copied) is skipped: it only costs its saving."""
+        cannot be read or holds what a job never writes (another version's, half-copied, edited) is
+        skipped whole: it only costs its saving."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -87,12 +92,15 @@ class SharedCache:
                 continue  # this job's own earlier run: scored again, as without the cache
             try:
                 table = pq.read_table(path, columns=list(_COLUMNS)).to_pydict()
-            except (OSError, pa.ArrowInvalid, KeyError):
+                found = {
+                    (pk, sha): Score.from_verdicts([str(v) for v in verdicts], float(elapsed))
+                    for pk, sha, verdicts, elapsed in zip(*(table[c] for c in _COLUMNS), strict=True)
+                    if pk in wanted
+                }
+            except (OSError, pa.ArrowException, KeyError, TypeError, ValueError):
                 continue
             self.files_read += 1
-            for pk, sha, verdicts, elapsed in zip(*(table[c] for c in _COLUMNS), strict=True):
-                if pk in wanted:
-                    self.known[(pk, sha)] = Score.from_verdicts(verdicts, elapsed)
+            self.known.update(found)
 
     def lookup(self, problem_key: str, program: str) -> Score | None:
         hit = self.known.get((problem_key, program_sha(program)))
