@@ -170,11 +170,13 @@ def _score(args: argparse.Namespace) -> int:
     from maxk.sandbox.scorer import problem_key
     from maxk.sandbox.wire import SYNTAX_ERROR
 
-    keys = {pid: problem_key(problems[pid]) for pid in dict.fromkeys(pid for pid, _, _ in rows)}
-    shared = _shared_cache(args, scorer, keys.values())
-
     bar = _progress(len(rows))
     with scorer, atomic_path(args.output) as tmp, pq.ParquetWriter(tmp, schema) as writer:
+        # the shared cache's keys (the scorer computes its own): only with --cache; read inside the
+        # `with`, so the workers stop whatever happens
+        pids = dict.fromkeys(pid for pid, _, _ in rows) if args.cache else {}
+        keys = {pid: problem_key(problems[pid]) for pid in pids}
+        shared = _shared_cache(args, scorer, keys.values())
         for start in range(0, len(rows), batch):
             chunk = rows[start : start + batch]
             runnable = [(pid, prog) for pid, _, prog in chunk if prog is not None]
