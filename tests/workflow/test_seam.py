@@ -126,14 +126,18 @@ def test_final_targets_cover_every_declared_output(name):
     config = load_config(ROOT / "config" / name)
     out = targets.final_targets(config)
     assert len(out) == len(set(out))
-    (seed,) = config["replicates"]
-    assert seed == config["seed"]  # replicates: null is the one seed
-    for run in config["runs"]:
-        assert {P.model_dir(seed, run), P.train_metrics(seed, run)} <= set(out)
+    seeds = config["replicates"]
+    assert seeds[0] == config["seed"]  # the master seed runs first (replicates: null is the one seed)
+    for seed in seeds:
+        for run in config["runs"]:
+            assert {P.model_dir(seed, run), P.train_metrics(seed, run)} <= set(out)
+        assert f"results/seed{seed}/claims/claims.csv" in out
     for dataset in config["datasets"]:
         assert P.data(dataset) in out
-    assert f"results/seed{seed}/claims/claims.csv" in out and "results/provenance/environment.json" in out
-    assert not [f for f in out if "across_seeds" in f]  # one seed: no across-seed job
+    assert "results/provenance/environment.json" in out
+    # several seeds: the across-seed report; one seed: no across-seed job
+    assert (P.across_seeds("md") in out) == (len(seeds) > 1)
+    assert bool([f for f in out if "across_seeds" in f]) == (len(seeds) > 1)
     # every metrics file an analysis job reads comes from a declared (model, dataset) pair
     analysis = config["analysis"]
     pairs = targets.significance_pairs(analysis) + targets.claims_pairs(config)[0]
