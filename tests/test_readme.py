@@ -198,21 +198,49 @@ def test_results_section_several_seeds_and_a_failing_instrument(tmp_path: Path) 
 
 def test_results_section_says_the_pooled_verdicts_first_where_the_run_pooled_seeds(tmp_path: Path) -> None:
     _run(tmp_path, {1234: ({"grpo_lowers_entropy"}, _instrument(0.031, True)), 3: (set(), None)})
-    assert "Pooled over the seeds" not in R.results_section(tmp_path)  # no across-seed report: nothing said
+    text = R.results_section(tmp_path)
+    assert "pooled" not in text.lower() and "Claims that hold" in text  # no across-seed report: per seed
+    claims_dir = tmp_path / Path(P.across_seeds("csv")).relative_to(P.RESULTS).parent
+    claims_dir.mkdir(parents=True, exist_ok=True)
+    verdicts = {"grpo_lowers_entropy": "holds", "grpo_raises_pass_at_1": "does not hold", "c3": ONE_SEED}
+    pd.DataFrame({"id": list(verdicts), "verdict": list(verdicts.values())}).to_csv(
+        tmp_path / Path(P.across_seeds("csv")).relative_to(P.RESULTS), index=False
+    )
+    yardstick = {"y1": "holds", "y2": "does not hold"}
+    pd.DataFrame({"id": list(yardstick), "verdict": list(yardstick.values())}).to_csv(
+        tmp_path / Path(P.across_seeds_yardstick()).relative_to(P.RESULTS), index=False
+    )
+    text = R.results_section(tmp_path)
+    assert text.splitlines()[0].startswith("| claim, pooled over the seeds |")
+    flat = _flat(text)
+    assert (
+        "Pooled over the seeds (the yardstick claims, `results/claims/across_seeds_yardstick.csv`): 1 of 2 "
+        "hold: `y1`; 2 of 2 read on two seeds or more."
+    ) in flat
+    assert "the paper's claims, `results" not in flat  # the table says them
+    assert "Claims that hold" not in flat  # each seed's count is in its row
+
+
+def test_results_section_opens_with_the_pooled_claims_table(tmp_path: Path) -> None:
+    _run(tmp_path, {1234: ({"grpo_lowers_entropy"}, _instrument(0.031, True)), 2: (set(), None)})
     across = tmp_path / Path(P.across_seeds("csv")).relative_to(P.RESULTS)
     across.parent.mkdir(parents=True, exist_ok=True)
-    verdicts = {
-        "grpo_lowers_entropy": "holds",
-        "grpo_raises_pass_at_1": "does not hold",
-        "c3": ONE_SEED,
-    }
-    pd.DataFrame({"id": list(verdicts), "verdict": list(verdicts.values())}).to_csv(across, index=False)
-    text = _flat(R.results_section(tmp_path))
-    assert (
-        "Pooled over the seeds (the paper's claims, `results/claims/across_seeds.csv`): 1 of 3 hold: "
-        "`grpo_lowers_entropy`; 2 of 3 read on two seeds or more."
-    ) in text
-    assert text.index("Pooled over the seeds") < text.index("Claims that hold")
+    pd.DataFrame({
+        "id": ["grpo_lowers_entropy", "rl_lowers_max_at_large_k", "offpolicy_bon_best_max_at_large_k"],
+        "effect": [0.0159, 0.0348, None], "ci_low": [0.0123, 0.0131, None], "ci_high": [0.0198, 0.0563, None],
+        "detectable_effect": [0.0072, 0.0379, None], "paper_effect": [None, 0.013, 0.008],
+        "verdict": ["holds", "not testable: grpo_e1_ppo1 did not raise max@1 pooled over seeds 1234, 2",
+                    "not read"],
+    }).to_csv(across, index=False)  # fmt: skip
+    lines = R.results_section(tmp_path).splitlines()
+    assert lines[:5] == [
+        "| claim, pooled over the seeds | effect [95 % interval] | detectable | paper | verdict |",
+        "|---|---|---|---|---|",
+        "| `grpo_lowers_entropy` | +0.016 [+0.012, +0.020] | 0.007 | n/a | holds |",
+        "| `rl_lowers_max_at_large_k` | +0.035 [+0.013, +0.056] | 0.038 | +0.013 | not testable |",
+        "| `offpolicy_bon_best_max_at_large_k` | n/a | n/a | +0.008 | not read |",
+    ]
+    assert lines[5] == "" and lines[6].startswith("| seed | instrument run |")
 
 
 def test_results_section_counts_the_runs_that_beat_the_yardstick_on_each_seed(tmp_path: Path) -> None:
@@ -279,10 +307,15 @@ def test_the_readme_has_each_generated_region_once() -> None:
 
 
 def test_the_readme_stays_within_180_lines_once_generated(tmp_path: Path) -> None:
-    """The README, with its sections as the generator writes them for a one-seed run with every stage and
-    five claims holding, is at most 180 lines."""
+    """The README, with its sections as the generator writes them for a run of the default's two seeds with
+    every stage, five claims holding and every claim in the across-seed table, is at most 180 lines."""
     holding = {c.id for c in CLAIMS[:5]}
-    _run(tmp_path, {1234: (holding, _instrument(0.031, True))})
+    _run(tmp_path, {1234: (holding, _instrument(0.031, True)), 2: (holding, _instrument(0.011, True))})
+    across = tmp_path / Path(P.across_seeds("csv")).relative_to(P.RESULTS)
+    across.parent.mkdir(parents=True, exist_ok=True)
+    ids = [c.id for c in CLAIMS]
+    pd.DataFrame({"id": ids, "effect": 0.01, "ci_low": 0.0, "ci_high": 0.02, "detectable_effect": 0.02,
+                  "paper_effect": 0.05, "verdict": "holds"}).to_csv(across, index=False)  # fmt: skip
     _bench(tmp_path, "seed1234/benchmarks/generate/base/suite_test/shard3.merge.tsv", 1.0, T0 + 2000)
     prov = tmp_path / "seed1234" / "claims" / "claims.csv.provenance.json"
     record = json.loads(prov.read_text())

@@ -300,12 +300,12 @@ def _verdict_kind(verdict: str) -> str:
     return "not tested"
 
 
-def _pooled(results: Path) -> list[str]:
-    """The pooled verdicts of the across-seed report (``results/claims/across_seeds.csv`` and the
-    yardstick's), a sentence each, or nothing where the run has one seed."""
+def _pooled(results: Path, *, claims: bool = True) -> list[str]:
+    """The pooled verdicts of the across-seed report (``results/claims/across_seeds.csv``, left out
+    without ``claims``, and the yardstick's), a sentence each, or nothing where the run has one seed."""
     out = []
     files = (
-        (P.across_seeds("csv"), "the paper's claims"),
+        *([(P.across_seeds("csv"), "the paper's claims")] if claims else []),
         (P.across_seeds_yardstick(), "the yardstick claims"),
     )
     for rel, what in files:
@@ -319,6 +319,30 @@ def _pooled(results: Path) -> list[str]:
         out.append(
             f"Pooled over the seeds ({what}, `{rel}`): {len(held)} of {len(rows)} hold{listed}; "
             f"{len(pooled)} of {len(rows)} read on two seeds or more."
+        )
+    return out
+
+
+def _pooled_table(results: Path) -> list[str]:
+    """The paper's claims pooled over the seeds (``results/claims/across_seeds.csv``), one row each: the
+    pooled effect and its interval, the smallest effect the pool can detect, the paper's effect and the
+    verdict's kind (its reason is in ``across_seeds.md``); nothing where the run has one seed."""
+    path = results / Path(P.across_seeds("csv")).relative_to(P.RESULTS)
+    rows = _read_claims(path) if path.is_file() else []
+    if not rows:
+        return []
+    out = [
+        "| claim, pooled over the seeds | effect [95 % interval] | detectable | paper | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        kind = _verdict_kind(r["verdict"])
+        if kind == "not tested":  # "not read", "read on one seed": the verdict's own words
+            kind = r["verdict"].split(":")[0].strip() or kind
+        paper = _num(r.get("paper_effect"))
+        out.append(
+            f"| `{r['id']}` | {_interval(r)} | {_fmt(r.get('detectable_effect'))} "
+            f"| {'n/a' if paper is None else f'{paper:+.3f}'} | {kind} |"
         )
     return out
 
@@ -340,7 +364,8 @@ def _yardstick(seeds: Sequence[tuple[int, Path]]) -> list[str]:
 
 
 def results_section(results: Path) -> str:
-    """The results of the run under ``results``, one row per seed (Markdown, ending in a newline)."""
+    """The results of the run under ``results`` (Markdown, ending in a newline): with several seeds first
+    the claims pooled over them (``_pooled_table``), then one row per seed."""
     seeds = _seed_dirs(results)
     if not seeds:
         raise ValueError(f"{results}: no seed{{seed}}/claims/claims.csv: no finished run to read")
@@ -382,25 +407,35 @@ def results_section(results: Path) -> str:
             f"| {len(held)} of {len(claims)} |"
         )
     seed_word = "seed" if len(seeds) == 1 else "seeds"
+    pooled = _pooled_table(results)
     text: list[str] = []
-    text += _pooled(results)
-    if holding:
-        listed = "; ".join(
-            f"`{c}`" + ("" if len(seeds) == 1 else f" ({', '.join(map(str, s))})") for c, s in holding.items()
+    if pooled:  # the table gives the paper's claims pooled, each seed's row its own count
+        text += _pooled(results, claims=False)
+        text.append(
+            "Intervals: pooled, a two-level bootstrap (seeds, then problems; every claim with its reason: "
+            "`results/claims/across_seeds.md`); per seed, 95 % paired bootstrap over problems"
         )
-        text.append(f"Claims that hold ({seed_word} {', '.join(str(s) for s, _ in seeds)}): {listed}.")
     else:
-        text.append("No claim holds.")
-    if others:
-        text.append("The other verdicts: " + ", ".join(f"{k} {n}" for k, n in sorted(others.items())) + ".")
+        text += _pooled(results)
+        if holding:
+            listed = "; ".join(
+                f"`{c}`" + ("" if len(seeds) == 1 else f" ({', '.join(map(str, s))})")
+                for c, s in holding.items()
+            )
+            text.append(f"Claims that hold ({seed_word} {', '.join(str(s) for s, _ in seeds)}): {listed}.")
+        else:
+            text.append("No claim holds.")
+        if others:
+            counts = ", ".join(f"{k} {n}" for k, n in sorted(others.items()))
+            text.append(f"The other verdicts: {counts}.")
+        text.append("Intervals: 95 % paired bootstrap over problems")
+    text[-1] += (f" (max@1 on `{dataset}`)" if dataset else "") + "."
     text += _yardstick(seeds)
     text.append(
-        "Intervals: 95 % paired bootstrap over problems"
-        + (f" (max@1 on `{dataset}`)" if dataset else "")
-        + ". Read from `results/seed*/claims/` by `python -m maxk.readme`; every claim, with its effect, "
-        "interval and the smallest effect the run can detect: `results/seed*/claims/claims.md`."
+        "Read from `results/` by `python -m maxk.readme`; each seed's claims, with effect, interval and the "
+        "smallest effect the run can detect: `results/seed*/claims/claims.md`."
     )
-    return "\n".join([*rows, "", _wrap(" ".join(text))]) + "\n"
+    return "\n".join([*pooled, *([""] if pooled else []), *rows, "", _wrap(" ".join(text))]) + "\n"
 
 
 def render(results: Path) -> dict[str, str]:
