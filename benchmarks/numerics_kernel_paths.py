@@ -71,6 +71,11 @@ def batches(data: str, seed: int, steps: int, size: int, tok, prompt_cfg, max_le
     return out
 
 
+def logged_steps(steps: int) -> list[int]:
+    """The steps whose weights are compared: every ``LOG_EVERY``-th, and the last."""
+    return [s for s in range(1, steps + 1) if s % LOG_EVERY == 0 or s == steps]
+
+
 def loss_of(model, batch):
     """Mean next-token cross-entropy over the completion tokens, in the model's dtype."""
     import torch.nn.functional as F
@@ -111,25 +116,25 @@ def child(a: argparse.Namespace) -> None:
     torch.set_num_threads(a.threads)
     tok = AutoTokenizer.from_pretrained(a.init)
     data = batches(a.data, a.seed, a.steps, bm.sft.batch_size, tok, config["prompt"], bm.sft.max_length)
-    result: dict = {"capability": torch.backends.cpu.get_cpu_capability()}
+    result: dict = {}
     weights: dict = {}
+    logged = set(logged_steps(a.steps))
     for dtype in (torch.float32, torch.float64):
         model = AutoModelForCausalLM.from_pretrained(a.init, dtype=torch.float32).to(dtype)
         model.config._attn_implementation = "sdpa"
         opt = torch.optim.AdamW(model.parameters(), lr=bm.sft.learning_rate, weight_decay=bm.sft.weight_decay)
-        snaps, losses = [], []
+        snaps = []
         for step, batch in enumerate(data, start=1):
             opt.zero_grad()
             loss = loss_of(model, batch)
             loss.backward()
             if step == 1:
                 result[f"grad1_{dtype}"] = torch.cat([p.grad.flatten().double() for p in model.parameters()])
-            losses.append(loss.item())
+                result[f"loss1_{dtype}"] = loss.item()
             opt.step()
-            if step % LOG_EVERY == 0 or step == a.steps:
+            if step in logged:
                 snaps.append(torch.cat([p.detach().flatten().double() for p in model.parameters()]))
         weights[str(dtype)] = torch.stack(snaps)
-        result[f"loss_{dtype}"] = losses
     result["weights"] = weights
     torch.save(result, a.out)
 
@@ -167,14 +172,14 @@ def main() -> None:
             runs[path] = torch.load(out)
     f32, f64 = str(torch.float32), str(torch.float64)
     ref = runs[paths[0]]["weights"][f64]
-    steps = [s for s in range(1, a.steps + 1) if s % LOG_EVERY == 0 or s == a.steps]
+    steps = logged_steps(a.steps)
     print(f"CPU's best path: {best}; {a.steps} AdamW steps, SFT split, seed {a.seed}, {a.threads} threads")
     print("float64 runs of every path against the first path's: " + ", ".join(
         f"{p} {rel(r['weights'][f64][-1], ref[-1]):.1e}" for p, r in runs.items()))  # fmt: skip
     head = f"{'path':8} {'step-1 loss err':>15} {'step-1 grad err':>15}"
     print(f"{head}  weights' distance from float64 at steps " + " ".join(map(str, steps)))
     for p, r in runs.items():
-        loss_err = abs(r[f"loss_{f32}"][0] - r[f"loss_{f64}"][0])
+        loss_err = abs(r[f"loss1_{f32}"] - r[f"loss1_{f64}"])
         grad_err = rel(r[f"grad1_{f32}"], r[f"grad1_{f64}"])
         drift = [rel(r["weights"][f32][i], r["weights"][f64][i]) for i in range(len(steps))]
         print(f"{p:8} {loss_err:15.2e} {grad_err:15.2e}  " + " ".join(f"{d:.1e}" for d in drift))

@@ -111,6 +111,13 @@ def _run(results: Path, seeds: dict[int, tuple[set[str], dict | None]]) -> None:
         _claims(results, seed, holding, instrument)
 
 
+def _table(results: Path, rel: str, columns: dict) -> None:
+    """A CSV of ``columns`` at ``rel`` (a path as ``maxk.paths`` gives it) of the run under ``results``."""
+    path = results / Path(rel).relative_to(P.RESULTS)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(columns).to_csv(path, index=False)
+
+
 def _flat(text: str) -> str:
     """Prose with its line breaks undone."""
     return " ".join(text.split())
@@ -200,16 +207,9 @@ def test_results_section_says_the_pooled_verdicts_first_where_the_run_pooled_see
     _run(tmp_path, {1234: ({"grpo_lowers_entropy"}, _instrument(0.031, True)), 3: (set(), None)})
     text = R.results_section(tmp_path)
     assert "pooled" not in text.lower() and "Claims that hold" in text  # no across-seed report: per seed
-    claims_dir = tmp_path / Path(P.across_seeds("csv")).relative_to(P.RESULTS).parent
-    claims_dir.mkdir(parents=True, exist_ok=True)
     verdicts = {"grpo_lowers_entropy": "holds", "grpo_raises_pass_at_1": "does not hold", "c3": ONE_SEED}
-    pd.DataFrame({"id": list(verdicts), "verdict": list(verdicts.values())}).to_csv(
-        tmp_path / Path(P.across_seeds("csv")).relative_to(P.RESULTS), index=False
-    )
-    yardstick = {"y1": "holds", "y2": "does not hold"}
-    pd.DataFrame({"id": list(yardstick), "verdict": list(yardstick.values())}).to_csv(
-        tmp_path / Path(P.across_seeds_yardstick()).relative_to(P.RESULTS), index=False
-    )
+    _table(tmp_path, P.across_seeds("csv"), {"id": list(verdicts), "verdict": list(verdicts.values())})
+    _table(tmp_path, P.across_seeds_yardstick(), {"id": ["y1", "y2"], "verdict": ["holds", "does not hold"]})
     text = R.results_section(tmp_path)
     assert text.splitlines()[0].startswith("| claim, pooled over the seeds |")
     flat = _flat(text)
@@ -223,15 +223,13 @@ def test_results_section_says_the_pooled_verdicts_first_where_the_run_pooled_see
 
 def test_results_section_opens_with_the_pooled_claims_table(tmp_path: Path) -> None:
     _run(tmp_path, {1234: ({"grpo_lowers_entropy"}, _instrument(0.031, True)), 2: (set(), None)})
-    across = tmp_path / Path(P.across_seeds("csv")).relative_to(P.RESULTS)
-    across.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({
+    _table(tmp_path, P.across_seeds("csv"), {
         "id": ["grpo_lowers_entropy", "rl_lowers_max_at_large_k", "offpolicy_bon_best_max_at_large_k"],
         "effect": [0.0159, 0.0348, None], "ci_low": [0.0123, 0.0131, None], "ci_high": [0.0198, 0.0563, None],
         "detectable_effect": [0.0072, 0.0379, None], "paper_effect": [None, 0.013, 0.008],
         "verdict": ["holds", "not testable: grpo_e1_ppo1 did not raise max@1 pooled over seeds 1234, 2",
                     "not read"],
-    }).to_csv(across, index=False)  # fmt: skip
+    })  # fmt: skip
     lines = R.results_section(tmp_path).splitlines()
     assert lines[:5] == [
         "| claim, pooled over the seeds | effect [95 % interval] | detectable | paper | verdict |",
@@ -246,9 +244,8 @@ def test_results_section_opens_with_the_pooled_claims_table(tmp_path: Path) -> N
 def test_results_section_counts_the_runs_that_beat_the_yardstick_on_each_seed(tmp_path: Path) -> None:
     _run(tmp_path, {1234: ({"grpo_lowers_entropy"}, _instrument(0.031, True)), 3: (set(), None)})
     assert "yardstick" not in R.results_section(tmp_path)  # no yardstick.csv: nothing said
-    path = tmp_path / Path(P.yardstick(1234)).relative_to(P.RESULTS)
     verdicts = ["holds", "does not hold", "does not hold"]
-    pd.DataFrame({"id": ["a", "b", "c"], "verdict": verdicts}).to_csv(path, index=False)
+    _table(tmp_path, P.yardstick(1234), {"id": ["a", "b", "c"], "verdict": verdicts})
     text = _flat(R.results_section(tmp_path))
     assert (
         "Runs that beat the base re-tempered at their own objective (the yardstick): seed 1234 1 of 3."
@@ -311,11 +308,8 @@ def test_the_readme_stays_within_180_lines_once_generated(tmp_path: Path) -> Non
     every stage, five claims holding and every claim in the across-seed table, is at most 180 lines."""
     holding = {c.id for c in CLAIMS[:5]}
     _run(tmp_path, {1234: (holding, _instrument(0.031, True)), 2: (holding, _instrument(0.011, True))})
-    across = tmp_path / Path(P.across_seeds("csv")).relative_to(P.RESULTS)
-    across.parent.mkdir(parents=True, exist_ok=True)
-    ids = [c.id for c in CLAIMS]
-    pd.DataFrame({"id": ids, "effect": 0.01, "ci_low": 0.0, "ci_high": 0.02, "detectable_effect": 0.02,
-                  "paper_effect": 0.05, "verdict": "holds"}).to_csv(across, index=False)  # fmt: skip
+    _table(tmp_path, P.across_seeds("csv"), {"id": [c.id for c in CLAIMS], "effect": 0.01, "ci_low": 0.0,
+           "ci_high": 0.02, "detectable_effect": 0.02, "paper_effect": 0.05, "verdict": "holds"})  # fmt: skip
     _bench(tmp_path, "seed1234/benchmarks/generate/base/suite_test/shard3.merge.tsv", 1.0, T0 + 2000)
     prov = tmp_path / "seed1234" / "claims" / "claims.csv.provenance.json"
     record = json.loads(prov.read_text())

@@ -411,7 +411,7 @@ def results_section(results: Path) -> str:
     text: list[str] = []
     if pooled:  # the table gives the paper's claims pooled, each seed's row its own count
         text += _pooled(results, claims=False)
-        text.append(
+        intervals = (
             "Intervals: pooled, a two-level bootstrap (seeds, then problems; every claim with its reason: "
             "`results/claims/across_seeds.md`); per seed, 95 % paired bootstrap over problems"
         )
@@ -428,8 +428,8 @@ def results_section(results: Path) -> str:
         if others:
             counts = ", ".join(f"{k} {n}" for k, n in sorted(others.items()))
             text.append(f"The other verdicts: {counts}.")
-        text.append("Intervals: 95 % paired bootstrap over problems")
-    text[-1] += (f" (max@1 on `{dataset}`)" if dataset else "") + "."
+        intervals = "Intervals: 95 % paired bootstrap over problems"
+    text.append(intervals + (f" (max@1 on `{dataset}`)" if dataset else "") + ".")
     text += _yardstick(seeds)
     text.append(
         "Read from `results/` by `python -m maxk.readme`; each seed's claims, with effect, interval and the "

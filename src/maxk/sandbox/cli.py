@@ -49,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FOLDER",
         help="share verdicts with other score jobs through FOLDER: run only the (problem, program) pairs "
         "no earlier job recorded there under the same limits, isolation, sandbox code and interpreter, then "
-        "record this job's "
-        "(maxk.sandbox.shared_cache; time, memory and sandbox failures are never shared). Default: none",
+        "record this job's (maxk.sandbox.shared_cache; time, memory and sandbox failures are never shared). "
+        "Default: none",
     )
     p.set_defaults(handler=_score)
 
