@@ -412,8 +412,8 @@ def results_section(results: Path) -> str:
     if pooled:  # the table gives the paper's claims pooled, each seed's row its own count
         text += _pooled(results, claims=False)
         intervals = (
-            "Intervals: pooled, a two-level bootstrap (seeds, then problems; every claim with its reason: "
-            "`results/claims/across_seeds.md`); per seed, 95 % paired bootstrap over problems"
+            "Intervals: pooled, a random-effects t interval (every claim with its reason and the spread "
+            "between seeds: `results/claims/across_seeds.md`); per seed, 95 % paired bootstrap over problems"
         )
     else:
         text += _pooled(results)

@@ -20,10 +20,10 @@ from maxk.analysis.across_seeds import (
     render_across_seeds,
 )
 from maxk.analysis.claims import NOT_TESTABLE, NOT_WORKING
-from maxk.analysis.stats import two_level_draws, two_level_interval
+from maxk.analysis.stats import random_effects_interval, seed_spread
 
 ROOT = Path(__file__).resolve().parents[2]
-KW = {"resamples": 400, "confidence": 0.95, "alpha": 0.05, "power": 0.8}
+KW = {"confidence": 0.95, "alpha": 0.05, "power": 0.8}
 
 
 def _seed(rng, shift: float, *, works: bool = True, holds=("c1",), n: int = 40, gate: str | None = None):
@@ -44,21 +44,20 @@ def _seed(rng, shift: float, *, works: bool = True, holds=("c1",), n: int = 40, 
     return claims, differences_frame({"c1": pd.Series(d, index=ids)}), d
 
 
-def test_pooled_effect_is_the_mean_of_the_working_seeds_with_the_two_level_interval():
+def test_pooled_effect_is_the_mean_of_the_working_seeds_with_the_random_effects_interval():
     rng = np.random.default_rng(0)
     (c1, d1, a1), (c2, d2, a2) = _seed(rng, 0.05), _seed(rng, 0.01, holds=())
     c3, d3, _ = _seed(rng, -0.2, works=False)
     c4, d4, _ = _seed(rng, 0.3, gate="bon_mean did not raise max@4")
-    frame = across_seeds({1: c1, 2: c2, 3: c3, 4: c4}, {1: d1, 2: d2, 3: d3, 4: d4}, seed=9, **KW)
+    frame = across_seeds({1: c1, 2: c2, 3: c3, 4: c4}, {1: d1, 2: d2, 3: d3, 4: d4}, **KW)
     row = frame.set_index("id").loc["c1"]
     assert row["pooled_seeds"] == 2 and row["tested_in"] == 2 and row["holds_in"] == 1
     # seed 3's instrument and seed 4's run that did not learn: listed, not pooled, not counted as read
     assert row["effect"] == pytest.approx((a1.mean() + a2.mean()) / 2)
-    from maxk.seeds import derive_seed
-
-    _, low, high = two_level_interval([a1, a2], seed=derive_seed(9, "across_seeds", "c1"), resamples=400,
-                                      confidence=0.95)  # fmt: skip
-    assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high))
+    # the claims' family is c1 alone (the only claim pooled on two seeds): its own spread, one df
+    want = random_effects_interval([a1, a2], confidence=0.95, spread=seed_spread([[a1, a2]]))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((want.low, want.high)) and want.df == 1
+    assert row["pvalue"] == pytest.approx(want.pvalue)
     assert row["detectable_effect"] > 0 and row["n_problems"] == "40,40"
     assert row["verdict_3"] == NOT_WORKING and row["effect_2"] == pytest.approx(a2.mean())
     untested = frame.set_index("id").loc["c2"]
@@ -78,10 +77,9 @@ def _with_instrument(diffs: pd.DataFrame, objective: np.ndarray, rise: np.ndarra
 
 def test_the_instrument_is_pooled_over_every_seed_working_or_not():
     """Unlike the claims, the instrument's two parts pool every seed (a failing seed is part of the
-    answer to "does RL raise its objective on unseen problems"), with the two-level interval; a seed
-    whose differences.csv has no held-out rise adds nothing to that part."""
-    from maxk.seeds import derive_seed
-
+    answer to "does RL raise its objective on unseen problems"), with the random-effects interval (no
+    run's per-problem values here: its own spread); a seed whose differences.csv has no held-out rise
+    adds nothing to that part."""
     rng = np.random.default_rng(5)
     seeds = {1: (0.03, True), 2: (0.002, False), 3: (0.02, True)}
     claims, diffs, objective, rise = {}, {}, {}, {}
@@ -90,28 +88,28 @@ def test_the_instrument_is_pooled_over_every_seed_working_or_not():
         objective[s] = rng.normal(shift, 0.08, 60)
         rise[s] = rng.normal(shift, 0.1, 30) if s != 3 else None
         claims[s], diffs[s] = c, _with_instrument(d, objective[s], rise[s])
-    frame = across_seeds(claims, diffs, seed=9, **KW)
+    frame = across_seeds(claims, diffs, **KW)
     assert frame.set_index("id").loc["c1", "pooled_seeds"] == 2  # the claims still pool working seeds
     parts = {p["part"]: p for p in frame.attrs["instrument"]}
     obj, held = parts["instrument"], parts["instrument_heldout"]
     assert obj["seeds"] == [1, 2, 3] and obj["works_in"] == 2 and held["seeds"] == [1, 2]
     assert obj["effect"] == pytest.approx(np.mean([objective[s].mean() for s in seeds]))
-    rng_seed = derive_seed(9, "across_seeds", "instrument")
-    _, low, high = two_level_interval(list(objective.values()), seed=rng_seed, resamples=400, confidence=0.95)
-    assert (obj["ci_low"], obj["ci_high"]) == pytest.approx((low, high)) and obj["ok"] == (low > 0)
+    want = random_effects_interval(list(objective.values()), confidence=0.95)
+    assert (obj["ci_low"], obj["ci_high"]) == pytest.approx((want.low, want.high))
+    assert obj["ok"] == (want.low > 0)
     assert held["effect"] == pytest.approx((rise[1].mean() + rise[2].mean()) / 2)
     text = render_across_seeds(frame, 3, confidence=0.95, power=0.8)
     assert "instrument, max@1, run - base, mean over all 3 seed(s) that record it (working or not): " in text
     assert "per-seed check passes on 2 of 3 seed(s)" in text and "held-out rise" in text
     assert text.index("instrument, max@1") < text.index("| claim |")
     # files written before the instrument's rows: no pooled line, the claims as before
-    old = across_seeds(claims, {s: d[d["claim"] == "c1"] for s, d in diffs.items()}, seed=9, **KW)
+    old = across_seeds(claims, {s: d[d["claim"] == "c1"] for s, d in diffs.items()}, **KW)
     assert old.attrs["instrument"] == [] and "mean over all" not in render_across_seeds(
         old, 3, confidence=0.95, power=0.8
     )
     # a part at zero on every seed is not above zero
     flat = pooled_instrument({s: _with_instrument(diffs[s].iloc[:0], np.zeros(20), None) for s in (1, 2)},
-                             {1: True, 2: True}, seed=0, resamples=200, confidence=0.95)  # fmt: skip
+                             {1: True, 2: True}, confidence=0.95)  # fmt: skip
     assert len(flat) == 1 and flat[0]["effect"] == 0 and not flat[0]["ok"]
 
 
@@ -122,8 +120,7 @@ def test_the_seed_level_widens_the_interval_when_seeds_disagree():
     disagree = [a - a.mean() + m for a, m in zip(agree, (-0.1, 0.0, 0.05, 0.13), strict=True)]
     width = {}
     for name, arrays in (("agree", agree), ("disagree", disagree)):
-        draws = two_level_draws(arrays, seed=3, resamples=2000)
-        width[name] = float(np.std(draws))
+        width[name] = random_effects_interval(arrays, confidence=0.95).se
     assert width["disagree"] > 2 * width["agree"]
 
 
@@ -131,14 +128,14 @@ def test_inconsistent_inputs_fail_naming_the_seed():
     rng = np.random.default_rng(2)
     (c1, d1, _), (c2, d2, _) = _seed(rng, 0.0), _seed(rng, 0.0)
     with pytest.raises(ValueError, match="differences of seeds"):
-        across_seeds({1: c1, 2: c2}, {1: d1}, seed=0, **KW)
+        across_seeds({1: c1, 2: c2}, {1: d1}, **KW)
     with pytest.raises(ValueError, match=r"seed 2: claims\.csv has no claim 'c2'"):
-        across_seeds({1: c1, 2: c2[c2["id"] == "c1"]}, {1: d1, 2: d2}, seed=0, **KW)
+        across_seeds({1: c1, 2: c2[c2["id"] == "c1"]}, {1: d1, 2: d2}, **KW)
 
 
 def test_curve_bands_average_the_seeds():
     frames = {s: {"base": pd.DataFrame({"pass@1": [0.0, 1.0, float(s)], "max@1": [0.5] * 3})} for s in (0, 1)}
-    bands = curve_bands(frames, ["pass@1", "max@1"], seed=0, resamples=200, confidence=0.95)
+    bands = curve_bands(frames, ["pass@1", "max@1"], confidence=0.95)
     by = bands.set_index("column")
     assert by.loc["pass@1", "mean"] == pytest.approx((1 / 3 + 2 / 3) / 2) and by.loc["max@1", "low"] == 0.5
     assert set(bands["seeds"]) == {2}
@@ -183,10 +180,10 @@ def test_the_command_writes_every_output(tmp_path):
 
 
 def test_what_each_run_learned_is_listed_per_seed_and_pooled_over_seeds():
-    """Each seed's learning.csv row (test-set effect, regime) and each part pooled with the two-level
-    interval over the seeds that measured it (their per-problem values in differences.csv)."""
+    """Each seed's learning.csv row (test-set effect, regime) and each part pooled with the random-effects
+    interval over the seeds that measured it (their per-problem values in differences.csv; the family
+    of the test part is this one run)."""
     from maxk.analysis.across_seeds import learning_across_seeds, render_learning_across_seeds
-    from maxk.seeds import derive_seed
 
     rng = np.random.default_rng(2)
     learning, differences, tests = {}, {}, []
@@ -200,40 +197,37 @@ def test_what_each_run_learned_is_listed_per_seed_and_pooled_over_seeds():
         ])  # fmt: skip
         ids = pd.Index([f"p{i}" for i in range(30)], name="problem_id")
         differences[s] = differences_frame({"learned:test:offpolicy_bon": pd.Series(d, index=ids)})
-    rows = learning_across_seeds(learning, differences, seed=4, resamples=300, confidence=0.95)
+    rows = learning_across_seeds(learning, differences, confidence=0.95)
     (row,) = rows
     assert row["run"] == "offpolicy_bon" and row["objective"] == "max@4" and set(row["seeds"]) == {1, 2}
-    key = "learned:test:offpolicy_bon"
-    want = two_level_interval(tests, seed=derive_seed(4, "across_seeds", key), resamples=300, confidence=0.95)
+    want = random_effects_interval(tests, confidence=0.95, spread=seed_spread([tests]))
     pooled = row["pooled"]["test"]
-    assert (pooled["effect"], pooled["ci_low"], pooled["ci_high"]) == pytest.approx(want)
+    got = (pooled["effect"], pooled["ci_low"], pooled["ci_high"])
+    assert got == pytest.approx((want.effect, want.low, want.high))
     assert pooled["seeds"] == 2 and "heldout" not in row["pooled"] and math.isnan(pooled["detectable"])
-    (row,) = learning_across_seeds(learning, differences, seed=4, resamples=300, confidence=0.95, power=0.8)
-    draws = two_level_draws(tests, seed=derive_seed(4, "across_seeds", key), resamples=300)
-    from scipy.stats import norm
-
-    z = norm.ppf(0.975) + norm.ppf(0.8)  # the interval's one-sided level and the claims' power
-    assert row["pooled"]["test"]["detectable"] == pytest.approx(z * np.std(draws, ddof=1))
+    (row,) = learning_across_seeds(learning, differences, confidence=0.95, power=0.8)
+    # at the interval's one-sided level and the claims' power: (t_1(0.975) + t_1(0.8)) * se
+    assert row["pooled"]["test"]["detectable"] == pytest.approx(want.detectable(alpha=0.025, power=0.8))
     assert "; detectable " in "\n".join(render_learning_across_seeds([row], [1, 2], 3))
     text = "\n".join(render_learning_across_seeds(rows, [1, 2], 3))
     assert "## What each run learned, across seeds" in text and "(2 seeds)" in text
     assert "1: in (1% clamped); 2: out (40% clamped)" in text and "| not measured |" in text
     assert "| paper: run - base |" in text and "| +0.027 |" in text  # the paper's own effect beside ours
     learning[2].loc[0, "paper_effect"] = learning[1].loc[0, "paper_effect"] = np.nan  # not reported
-    rows = learning_across_seeds(learning, differences, seed=4, resamples=300, confidence=0.95)
+    rows = learning_across_seeds(learning, differences, confidence=0.95)
     assert "paper: run - base" not in "\n".join(render_learning_across_seeds(rows, [1, 2], 3))
 
 
-def test_the_pooled_verdict_is_a_holm_adjusted_two_level_bootstrap_test_on_two_seeds_or_more():
-    """holds: pooled effect > 0 and the one-sided two-level bootstrap p, Holm-adjusted over the claims
-    pooled on at least two seeds, below alpha; a claim read on one seed or none gets no pooled test."""
+def test_the_pooled_verdict_is_a_holm_adjusted_random_effects_t_test_on_two_seeds_or_more():
+    """holds: pooled effect > 0 and the one-sided random-effects t-test's p (the spread between seeds
+    pooled over the claims read on two seeds), Holm-adjusted over those claims, below alpha; a claim read
+    on one seed or none gets no pooled test."""
     from maxk.analysis.across_seeds import MIN_POOLED_SEEDS, NOT_READ, ONE_SEED
     from maxk.analysis.stats import holm
-    from maxk.seeds import derive_seed
 
     rng = np.random.default_rng(5)
     ids = pd.Index([f"p{i:03d}" for i in range(50)], name="problem_id")
-    shifts = {"up": 0.06, "down": -0.04, "flat": 0.002}
+    shifts = {"up": 0.12, "down": -0.04, "flat": 0.002}
     claims, differences, per_seed = {}, {}, {c: [] for c in shifts}
     for s in (1, 2):
         rows, series = [], {}
@@ -253,13 +247,13 @@ def test_the_pooled_verdict_is_a_holm_adjusted_two_level_bootstrap_test_on_two_s
                      "ci_low": math.nan, "ci_high": math.nan, "paper_effect": math.nan,
                      "verdict": "not tested"})  # fmt: skip
         claims[s], differences[s] = pd.DataFrame(rows), differences_frame(series)
-    frame = across_seeds(claims, differences, seed=3, **KW).set_index("id")
+    frame = across_seeds(claims, differences, **KW).set_index("id")
     assert MIN_POOLED_SEEDS == 2
     pooled = ["up", "down", "flat"]
-    want = []
+    want, spread = [], seed_spread(per_seed[c] for c in pooled)
+    assert frame.attrs["spread"] == spread and spread.df == 3
     for cid in pooled:
-        draws = two_level_draws(per_seed[cid], seed=derive_seed(3, "across_seeds", cid), resamples=400)
-        want.append((1 + np.sum(draws <= 0)) / (1 + draws.size))
+        want.append(random_effects_interval(per_seed[cid], confidence=0.95, spread=spread).pvalue)
         assert frame.loc[cid, "pvalue"] == pytest.approx(want[-1])
     assert list(frame.loc[pooled, "pvalue_holm"]) == pytest.approx(holm(want))  # m = 3: the pooled claims
     assert frame.loc["up", "verdict"] == "holds" and frame.loc["down", "verdict"] == "does not hold"
@@ -281,7 +275,7 @@ def _gate_seed(
 ):
     """One seed of the pooled gate's tests: claim ``e4_vs_e1`` (gating on runs ``e4`` and ``e1``),
     claim ``off_vs_base`` (gating on the off-policy run ``off``) and ``free`` (gating on none), each
-    with a per-problem difference of mean 0.05; each run's test-set effect of mean ``shifts[run]``
+    with a per-problem difference of mean 0.05; each run's test-set effect of mean ``shifts[run]`` exactly
     (its learning.csv row: learned where its interval, mean -+ 2 se, is above zero). ``instrument``: the
     mean of the instrument check's two parts' per-problem values (None: the seed's files record none)."""
     ids = pd.Index([f"p{i:03d}" for i in range(n)], name="problem_id")
@@ -290,7 +284,8 @@ def _gate_seed(
         series["instrument"] = pd.Series(rng.normal(instrument, 0.05, size=n), index=ids)
         series["instrument_heldout"] = pd.Series(rng.normal(instrument, 0.05, size=n), index=ids)
     for run, shift in shifts.items():
-        d = rng.normal(shift, 0.05, size=n)
+        z = rng.normal(size=n)
+        d = shift + 0.05 * (z - z.mean()) / z.std(ddof=1)  # mean shift and sd 0.05 exactly
         se = d.std(ddof=1) / np.sqrt(n)
         learned[run] = d.mean() - 2 * se > 0
         series[f"learned:test:{run}"] = pd.Series(d, index=ids)
@@ -319,17 +314,18 @@ def test_the_learning_gate_is_read_pooled_over_the_seeds_a_claim_pools():
     """A run that learned on one seed and fell short of its interval on the other, but learned pooled:
     its claims pool both seeds and are read. A run that learned on no seed and not pooled: its claims
     are "not testable", name the run and its pooled interval, and leave the Holm family."""
-    from maxk.analysis.across_seeds import learning_across_seeds, pooled_gate
-    from maxk.analysis.stats import holm, two_level_draws
-    from maxk.seeds import derive_seed
+    from maxk.analysis.across_seeds import learning_across_seeds, learning_spreads, pooled_gate
+    from maxk.analysis.stats import holm
 
     rng = np.random.default_rng(11)
-    c1, d1, l1 = _gate_seed(rng, {"e4": 0.03, "e1": 0.02, "off": 0.0})
-    c2, d2, l2 = _gate_seed(rng, {"e4": 0.03, "e1": 0.008, "off": 0.0})
+    # e1: se 0.005 a seed, learned on seed 1 (0.016 > 2 se), not on seed 2 (0.009 < 2 se); the runs'
+    # spread pooled is 0 (their seeds agree within the problem noise): 0.0125 > t_3(0.975) * 0.0035
+    c1, d1, l1 = _gate_seed(rng, {"e4": 0.03, "e1": 0.016, "off": 0.0}, n=100)
+    c2, d2, l2 = _gate_seed(rng, {"e4": 0.03, "e1": 0.009, "off": 0.0}, n=100)
     assert bool(l1.set_index("run").loc["e1", "learned"]) and not l2.set_index("run").loc["e1", "learned"]
     assert str(c2.set_index("id").loc["e4_vs_e1", "verdict"]).startswith(NOT_TESTABLE)
     claims, diffs, learning = {1: c1, 2: c2}, {1: d1, 2: d2}, {1: l1, 2: l2}
-    frame = across_seeds(claims, diffs, seed=7, **KW, learning=learning, gated=GATED).set_index("id")
+    frame = across_seeds(claims, diffs, **KW, learning=learning, gated=GATED).set_index("id")
     # seed 2 is pooled although e1 missed its own interval there: the gate is read pooled
     assert frame.loc["e4_vs_e1", "pooled_seeds"] == 2 and frame.loc["e4_vs_e1", "pooled_on"] == "1,2"
     assert frame.loc["e4_vs_e1", "tested_in"] == 1  # read on its own on seed 1 only
@@ -339,28 +335,35 @@ def test_the_learning_gate_is_read_pooled_over_the_seeds_a_claim_pools():
     verdict = frame.loc["off_vs_base", "verdict"]
     assert verdict.startswith(f"{NOT_TESTABLE}: off did not raise max@1 pooled over seeds 1, 2 (")
     assert math.isnan(frame.loc["off_vs_base", "pvalue_holm"])
-    # the gate's interval is the per-run pooled interval of the learning section (same seeds, same seed)
-    rows = learning_across_seeds(learning, diffs, seed=7, resamples=400, confidence=0.95)
+    # the gate's interval is the per-run pooled interval of the learning section (same seeds, same family)
+    rows = learning_across_seeds(learning, diffs, confidence=0.95)
     off = next(r for r in rows if r["run"] == "off")["pooled"]["test"]
     assert f"[{off['ci_low']:+.3f}, {off['ci_high']:+.3f}]" in verdict and off["ci_low"] <= 0
-    rows = learning_across_seeds(learning, diffs, seed=7, resamples=400, confidence=0.95, power=0.8)
+    rows = learning_across_seeds(learning, diffs, confidence=0.95, power=0.8)
     off = next(r for r in rows if r["run"] == "off")["pooled"]["test"]
     assert verdict.endswith(f"; detectable {off['detectable']:.3f})")  # what the pooled gate can see
-    assert pooled_gate("e1", [1, 2], {s: f.set_index("run") for s, f in learning.items()}, diffs, seed=7,
-                       resamples=400, confidence=0.95) is None  # fmt: skip
+    spread = learning_spreads(diffs)["test"]  # the runs' family: e4, e1, off, one degree of freedom each
+    assert spread.df == 3
+    assert pooled_gate("e1", [1, 2], {s: f.set_index("run") for s, f in learning.items()}, diffs,
+                       confidence=0.95, spread=spread) is None  # fmt: skip
+    assert (
+        pooled_gate(
+            "e1", [1, 2], {s: f.set_index("run") for s, f in learning.items()}, diffs, confidence=0.95
+        )
+        is not None
+    )  # two seeds alone: the t-test on one df cannot read it
     # the Holm family holds the claims read pooled: e4_vs_e1 and free, not off_vs_base
+    # (the claims' spread pools all three: off_vs_base's values are measured, only its verdict is gated)
     read = ["e4_vs_e1", "free"]
-    p = []
-    for cid in read:
-        per = [d.loc[d["claim"] == cid, "difference"].to_numpy() for d in (d1, d2)]
-        draws = two_level_draws(per, seed=derive_seed(7, "across_seeds", cid), resamples=400)
-        p.append((1 + np.sum(draws <= 0)) / (1 + draws.size))
+    per = {c: [d.loc[d["claim"] == c, "difference"].to_numpy() for d in (d1, d2)] for c in GATED}
+    spread = seed_spread(per.values())
+    p = [random_effects_interval(per[cid], confidence=0.95, spread=spread).pvalue for cid in read]
     assert list(frame.loc[read, "pvalue_holm"]) == pytest.approx(holm(p))
     # without the learning tables: the per-seed rule, seed 2 is not pooled for e4_vs_e1
-    old = across_seeds(claims, diffs, seed=7, **KW).set_index("id")
+    old = across_seeds(claims, diffs, **KW).set_index("id")
     assert old.loc["e4_vs_e1", "pooled_seeds"] == 1 and old.loc["e4_vs_e1", "verdict"] == "read on one seed"
     text = render_across_seeds(
-        across_seeds(claims, diffs, seed=7, **KW, learning=learning, gated=GATED),
+        across_seeds(claims, diffs, **KW, learning=learning, gated=GATED),
         3,
         confidence=0.95,
         power=0.8,
@@ -374,7 +377,7 @@ def test_a_seed_is_pooled_only_where_its_instrument_works_and_every_gated_run_is
     c1, d1, l1 = _gate_seed(rng, shifts)
     c2, d2, l2 = _gate_seed(rng, shifts, regime_ok=False)  # `off` out of its regime on seed 2
     c3, d3, l3 = _gate_seed(rng, shifts, works=False)  # seed 3's instrument does not work
-    frame = across_seeds({1: c1, 2: c2, 3: c3}, {1: d1, 2: d2, 3: d3}, seed=7, **KW,
+    frame = across_seeds({1: c1, 2: c2, 3: c3}, {1: d1, 2: d2, 3: d3}, **KW,
                          learning={1: l1, 2: l2, 3: l3}, gated=GATED).set_index("id")  # fmt: skip
     assert frame.loc["e4_vs_e1", "pooled_on"] == "1,2" and frame.loc["free", "pooled_on"] == "1,2"
     assert (
@@ -383,13 +386,13 @@ def test_a_seed_is_pooled_only_where_its_instrument_works_and_every_gated_run_is
     )
     l2["learned"] = l2["learned"].astype(object)
     l2.loc[l2["run"] == "e1", "learned"] = math.nan  # e1 not measured on seed 2: not pooled there
-    frame = across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, seed=7, **KW, learning={1: l1, 2: l2},
+    frame = across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, **KW, learning={1: l1, 2: l2},
                          gated=GATED).set_index("id")  # fmt: skip
     assert frame.loc["e4_vs_e1", "pooled_on"] == "1" and frame.loc["free", "pooled_on"] == "1,2"
     with pytest.raises(ValueError, match="go together"):
-        across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, seed=7, **KW, learning={1: l1, 2: l2})
+        across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, **KW, learning={1: l1, 2: l2})
     with pytest.raises(ValueError, match="learning of seeds"):
-        across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, seed=7, **KW, learning={1: l1}, gated=GATED)
+        across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, **KW, learning={1: l1}, gated=GATED)
 
 
 def test_across_seeds_the_instrument_gates_pooled_and_every_seed_is_pooled_where_it_works():
@@ -401,7 +404,7 @@ def test_across_seeds_the_instrument_gates_pooled_and_every_seed_is_pooled_where
     seeds = {1: {}, 2: {"regime_ok": False}, 3: {"works": False}}
     made = {s: _gate_seed(rng, shifts, instrument=0.03, **kw) for s, kw in seeds.items()}
     claims, diffs, learning = ({s: m[i] for s, m in made.items()} for i in range(3))
-    frame = across_seeds(claims, diffs, seed=7, **KW, learning=learning, gated=GATED)
+    frame = across_seeds(claims, diffs, **KW, learning=learning, gated=GATED)
     assert frame.attrs["works"] == {1: True, 2: True, 3: False} and frame.attrs["instrument_blocked"] is None
     rows = frame.set_index("id")
     assert rows.loc["e4_vs_e1", "pooled_on"] == "1,2,3" and rows.loc["free", "pooled_on"] == "1,2,3"
@@ -416,7 +419,7 @@ def test_across_seeds_the_instrument_gates_pooled_and_every_seed_is_pooled_where
     # the same seeds where RL did not raise its objective: no gated claim is read pooled
     made = {s: _gate_seed(rng, shifts, instrument=-0.03, **kw) for s, kw in seeds.items()}
     claims, diffs, learning = ({s: m[i] for s, m in made.items()} for i in range(3))
-    frame = across_seeds(claims, diffs, seed=7, **KW, learning=learning, gated=GATED)
+    frame = across_seeds(claims, diffs, **KW, learning=learning, gated=GATED)
     blocked = frame.attrs["instrument_blocked"]
     assert blocked.startswith(f"{NOT_WORKING} pooled over seeds 1, 2, 3 (max@1, run - base -0.0")
     rows = frame.set_index("id")
@@ -426,7 +429,7 @@ def test_across_seeds_the_instrument_gates_pooled_and_every_seed_is_pooled_where
         frame, 3, confidence=0.95, power=0.8
     )
     # without the learning tables (no gate read), each seed's own verdict decides, as before, and says so
-    old = across_seeds(claims, diffs, seed=7, **KW)
+    old = across_seeds(claims, diffs, **KW)
     assert old.set_index("id").loc["free", "pooled_on"] == "1,2" and old.attrs["instrument_blocked"] is None
     assert "pooled over the seeds whose instrument works" in render_across_seeds(
         old, 3, confidence=0.95, power=0.8
@@ -436,8 +439,8 @@ def test_across_seeds_the_instrument_gates_pooled_and_every_seed_is_pooled_where
     # per-seed rule, so seed 3 (its own check failed) stays out though seeds 1 and 2's pooled check works
     made = {s: _gate_seed(rng, shifts, instrument=0.03 if s < 3 else None, **kw) for s, kw in seeds.items()}
     claims, diffs, learning = ({s: m[i] for s, m in made.items()} for i in range(3))
-    mixed = across_seeds(claims, diffs, seed=7, **KW, learning=learning, gated=GATED)
+    mixed = across_seeds(claims, diffs, **KW, learning=learning, gated=GATED)
     assert not mixed.attrs["instrument_pooled"] and mixed.set_index("id").loc["free", "pooled_on"] == "1,2"
     # one seed: its own check, as before
-    alone = across_seeds({3: claims[3]}, {3: diffs[3]}, seed=7, **KW, learning={3: learning[3]}, gated=GATED)
+    alone = across_seeds({3: claims[3]}, {3: diffs[3]}, **KW, learning={3: learning[3]}, gated=GATED)
     assert not alone.attrs["instrument_pooled"] and (alone["pooled_seeds"] == 0).all()

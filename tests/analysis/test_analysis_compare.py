@@ -91,12 +91,11 @@ def test_cli_prints_one_row_per_run_and_names_a_missing_file(tmp_path, capsys):
     assert "metrics/missing/ds.parquet: no metrics of missing on ds" in capsys.readouterr().err
 
 
-def test_several_seeds_give_each_seed_s_table_then_the_two_level_pooled_effect(tmp_path, capsys):
-    """--results repeated: each seed's table as with one, then each effect pooled over the seeds in the
-    order given (two_level_interval over the seeds' per-problem differences)."""
+def test_several_seeds_give_each_seed_s_table_then_the_random_effects_pooled_effect(tmp_path, capsys):
+    """--results repeated: each seed's table as with one, then each effect pooled over the seeds
+    (random_effects_interval over the seeds' per-problem differences; one run: its own spread)."""
     from maxk.analysis.compare import pool_runs
-    from maxk.analysis.stats import two_level_interval
-    from maxk.seeds import derive_seed
+    from maxk.analysis.stats import random_effects_interval
 
     frames = {}
     for s in (4, 9):
@@ -110,9 +109,7 @@ def test_several_seeds_give_each_seed_s_table_then_the_two_level_pooled_effect(t
     out = capsys.readouterr().out
     assert f"## {tmp_path / 'seed9'}" in out and f"## {tmp_path / 'seed4'}" in out and "## pooled" in out
     diffs = [frames[(s, "rl")]["max@1"].to_numpy() - frames[(s, "base")]["max@1"].to_numpy() for s in (9, 4)]
-    want = two_level_interval(diffs, seed=derive_seed(0, "compare", "pooled", "rl", "max@1"), resamples=400,
-                              confidence=0.95)  # fmt: skip
-    assert "| rl | {:+.3f} [{:+.3f}, {:+.3f}] | 2 |".format(*want) in out
-    table = pool_runs([(frames[(s, "base")], {"rl": frames[(s, "rl")]}) for s in (9, 4)], ["max@1"], seed=0,
-                      resamples=400)  # fmt: skip
+    want = random_effects_interval(diffs, confidence=0.95)
+    assert f"| rl | {want.effect:+.3f} [{want.low:+.3f}, {want.high:+.3f}] | 2 |" in out
+    table = pool_runs([(frames[(s, "base")], {"rl": frames[(s, "rl")]}) for s in (9, 4)], ["max@1"])
     assert table.loc[0, "effect"] == pytest.approx(np.mean([d.mean() for d in diffs]))

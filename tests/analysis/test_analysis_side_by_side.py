@@ -161,7 +161,7 @@ def test_cli_writes_the_report_and_names_bad_input(two_trees, tmp_path: Path, ca
 
 def test_each_run_is_also_compared_pooled_over_the_shared_seeds(tmp_path: Path) -> None:
     """With two shared seeds, each tree's learning.csv and differences.csv, and an across-seed report's
-    bootstrap settings: each run's test-set effect pooled over the seeds, as the across-seed report reads
+    interval settings: each run's test-set effect pooled over the seeds, as the across-seed report reads
     it (learning_across_seeds, the same settings), and a flip where it is above zero in one tree only."""
     import json
 
@@ -181,18 +181,17 @@ def test_each_run_is_also_compared_pooled_over_the_shared_seeds(tmp_path: Path) 
                       for run, m in (("r1", shift), ("r2", 0.03))}  # fmt: skip
             diffs[(name, s)] = differences_frame(series)
             diffs[(name, s)].to_csv(root / f"seed{s}" / "claims" / "differences.csv", index=False)
-        # replicates [2, 1]: the order the across-seed report pooled in (the bootstrap's draws depend on it)
+        # replicates [2, 1]: the order the across-seed report lists its seeds in
         record = {"config": {"bootstrap": {"resamples": 300, "confidence": 0.95}},
                   "seeds": {"seed": 5, "replicates": [2, 1]}}  # fmt: skip
         (root / "claims" / "across_seeds.csv.provenance.json").write_text(json.dumps(record))
         roots.append(root)
     trees = [read_tree(r) for r in roots]
-    assert pooling_of(trees) == {"seed": 5, "resamples": 300, "confidence": 0.95}
+    assert pooling_of(trees) == {"confidence": 0.95}
     rows = {r["run"]: r for r in learning_rows(trees)}
     assert rows["r1"]["flips"] == ["pooled"] and rows["r2"]["flips"] == []
     learning = {s: trees[1].learning[s] for s in (2, 1)}
-    want = learning_across_seeds(learning, {s: diffs[("b", s)] for s in (2, 1)}, seed=5, resamples=300,
-                                 confidence=0.95)  # fmt: skip
+    want = learning_across_seeds(learning, {s: diffs[("b", s)] for s in (2, 1)}, confidence=0.95)
     p = next(r for r in want if r["run"] == "r1")["pooled"]["test"]
     assert rows["r1"]["cells"][-1] == f"{p['effect']:+.3f} [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]"
     assert rows["r1"]["cells"][-2].startswith("**")  # above zero in a: bold

@@ -8,8 +8,9 @@ each claim:
 - ``holds_in``: the number of seeds where it holds, of the seeds where it was read (``tested_in``:
   verdict "holds" or "does not hold");
 - ``effect``, ``ci_low``, ``ci_high``: the mean over seeds of each seed's mean difference, with the
-  two-level bootstrap interval (seeds with replacement, then each drawn seed's problems with
-  replacement: ``maxk.analysis.stats.two_level_interval``), over the seeds it pools
+  random-effects t interval (``maxk.analysis.stats.random_effects_interval``: the spread between seeds,
+  pooled over the claims (``seed_spread``) or the claim's own where larger, plus each seed's problem
+  noise), over the seeds it pools
   (``pooled_seeds``, listed in ``pooled_on``): where the instrument works pooled over every seed (below),
   each seed where every run the claim gates on (``Claim.gated_runs``) was measured and, off-policy,
   stayed in the first-order regime of its derivation (each seed's ``learning.csv``);
@@ -28,38 +29,38 @@ each claim:
   another kernel path: docs/experiments.md); pooling only the seeds where it passed would also select
   the seeds where the run was lucky. So across seeds the gate is read like the claims: each gated run's
   test-set effect (its per-problem values, ``learned:test:{run}``) pooled over the claim's seeds with
-  the two-level interval; where one run's interval is not above zero, the claim's pooled verdict is
+  the random-effects interval; where one run's interval is not above zero, the claim's pooled verdict is
   "not testable: <run> did not raise <objective> pooled over seeds ...". Without the seeds'
   ``learning.csv`` (``learning`` not given), the seeds pooled are those where the claim was read on
   its own (verdict "holds" or "does not hold") and no pooled gate is read;
 - ``detectable_effect``: the smallest true effect a one-sided test at the claims' Holm worst-case level
   ``alpha / m`` finds with ``analysis.claims.power`` at this number of seeds and problems:
-  ``(z(1 - alpha/m) + z(power)) * se``, ``se`` the standard deviation of the two-level bootstrap
-  replicates (normal approximation);
+  ``(t(1 - alpha/m) + t(power)) * se``, ``se`` the pooled effect's standard error, ``t`` the quantiles
+  of its t distribution;
 - ``paper_effect``: the paper's own effect, where its tables have one;
 - **the pooled verdict** (``verdict``): on a claim read on at least ``MIN_POOLED_SEEDS`` seeds, the
-  one-sided two-level bootstrap p-value of "effect <= 0", ``pvalue`` = (1 + the replicates at or below
-  zero) / (1 + replicates), Holm-adjusted across the claims pooled on that many seeds whose pooled gate
-  passes (``pvalue_holm``); "holds" where the effect is positive and ``pvalue_holm < alpha``, else "does
-  not hold". A claim pooled on one seed only has no pooled verdict ("read on one seed": that seed's
-  verdict stands alone); one pooled on none, "not read" (every seed's instrument failed, or a run it
-  gates on was never measured or never in its regime). The verdict
-  inherits the interval's undercoverage with few seeds (below): beside it, ``holds_in`` says on how
-  many seeds it held on its own.
+  one-sided t-test p-value of "effect <= 0" (``pvalue``), Holm-adjusted across the claims pooled on that
+  many seeds whose pooled gate passes (``pvalue_holm``); "holds" where the effect is positive and
+  ``pvalue_holm < alpha``, else "does not hold". A claim pooled on one seed only has no pooled verdict
+  ("read on one seed": that seed's verdict stands alone); one pooled on none, "not read" (every seed's
+  instrument failed, or a run it gates on was never measured or never in its regime). Beside it,
+  ``holds_in`` says on how many seeds it held on its own.
 
 Before the claims, the instrument check pooled over **every** seed (``pooled_instrument``): each of
 its two parts (the instrument run's max@1 minus the base's on the claims' dataset, and its held-out
-rise, last minus first), the mean of the seeds' effects with the same two-level interval, beside the
+rise, last minus first), the mean of the seeds' effects with the same kind of interval (the seed
+spread of the runs' test-set effects and of their held-out rises, ``INSTRUMENT_FAMILY``), beside the
 number of seeds where the check passes. Each seed's verdict gates that seed's own ``claims.csv``; across
 seeds the pooled check gates (above): it says whether RL raises its objective on unseen problems on
 average over training runs, which one seed's check, near the edge of its power, cannot
 (docs/experiments.md).
 
-``rliable`` (Agarwal et al. 2021) is not used: its interval estimates resample runs within tasks
-(stratified bootstrap) of scores aggregated per run, not a two-level (seed, then problem) hierarchy of
-paired differences, and it brings arch and seaborn for what ``two_level_draws`` does in a dozen lines
-of numpy. With three seeds the seed level's percentile bootstrap undercovers (the docstring of
-``two_level_interval`` gives the simulated coverage): read the per-seed effects beside the pooled one.
+Why a t interval and not a bootstrap over seeds (``rliable``, Agarwal et al. 2021, resamples runs;
+so did this module until 2026-11-29): with two or three seeds a resample of the seeds cannot see their
+spread, and at the miniature's spread a null effect's interval lay above zero 14 % of the time on two
+seeds and 9-12 % on three (nominally 2.5 %). The spread pooled over a family of effects gives the t
+interval the degrees of freedom that two seeds alone lack (``random_effects_interval``'s docstring
+gives the simulated rates).
 """
 
 from __future__ import annotations
@@ -72,8 +73,7 @@ import pandas as pd
 
 from maxk.analysis.claims import INSTRUMENT_PARTS, NOT_TESTABLE, NOT_WORKING, READ
 from maxk.analysis.learning import PARTS, fmt_interval, fmt_number
-from maxk.analysis.stats import holm, two_level_draws, two_level_interval
-from maxk.seeds import derive_seed
+from maxk.analysis.stats import Pooled, SeedSpread, holm, random_effects_interval, seed_spread
 
 __all__ = [
     "ACROSS_SEED_COLUMNS",
@@ -104,6 +104,8 @@ ACROSS_SEED_COLUMNS = (
 #: the fewest seeds a claim is read on for a pooled verdict; the pooled verdicts that are not a reading
 MIN_POOLED_SEEDS = 2
 ONE_SEED, NOT_READ = "read on one seed", "not read"
+#: the family of runs' effects (a part of ``PARTS``) whose seed spread each instrument part shares
+INSTRUMENT_FAMILY = {"instrument": "test", "instrument_heldout": "heldout"}
 
 
 def differences_frame(differences: Mapping[str, pd.Series]) -> pd.DataFrame:
@@ -134,14 +136,15 @@ def pooled_instrument(
     differences: Mapping[int, pd.DataFrame],
     works: Mapping[int, bool],
     *,
-    seed: int,
-    resamples: int,
     confidence: float,
+    spreads: Mapping[str, SeedSpread] | None = None,
 ) -> list[dict]:
     """The instrument check over every seed: for each part of ``INSTRUMENT_PARTS`` that some seed's
     differences carry, ``{"part", "what", "seeds", "works_in", "effect", "ci_low", "ci_high", "ok"}``:
-    the mean over those seeds of each seed's mean difference with its two-level bootstrap interval
-    (``two_level_interval``; seeded per part), ``works_in`` the seeds among them whose own check passes,
+    the mean over those seeds of each seed's mean difference with its random-effects interval
+    (``random_effects_interval``, with the seed spread of its family in ``spreads``, keyed by the part of
+    ``INSTRUMENT_FAMILY``: the runs' test-set effects for the run - base part, their held-out rises for
+    the other), ``works_in`` the seeds among them whose own check passes,
     and ``ok`` when the interval is above zero. Every seed is
     pooled, working or not (``works`` gives the count beside it): the question is whether RL raises its
     objective on average over training runs. Seeds whose files predate the instrument's rows add
@@ -152,14 +155,12 @@ def pooled_instrument(
         per_seed = {s: d for s, d in per_seed.items() if d.size}
         if not per_seed:
             continue
-        effect, low, high = two_level_interval(
-            list(per_seed.values()), seed=derive_seed(seed, "across_seeds", part), resamples=resamples,
-            confidence=confidence,
-        )  # fmt: skip
+        spread = (spreads or {}).get(INSTRUMENT_FAMILY[part])
+        pooled = random_effects_interval(list(per_seed.values()), confidence=confidence, spread=spread)
         out.append({
             "part": part, "what": what, "seeds": sorted(per_seed),
             "works_in": sum(bool(works.get(s)) for s in per_seed),
-            "effect": effect, "ci_low": low, "ci_high": high, "ok": low > 0,
+            "effect": pooled.effect, "ci_low": pooled.low, "ci_high": pooled.high, "ok": pooled.low > 0,
         })  # fmt: skip
     return out
 
@@ -168,8 +169,6 @@ def learning_across_seeds(
     learning: Mapping[int, pd.DataFrame],
     differences: Mapping[int, pd.DataFrame],
     *,
-    seed: int,
-    resamples: int,
     confidence: float,
     power: float | None = None,
 ) -> list[dict]:
@@ -177,11 +176,13 @@ def learning_across_seeds(
     and pooled: for each run (first seed's order) ``{"run", "objective", "seeds": {seed: its row},
     "pooled": {part: {"effect", "ci_low", "ci_high", "seeds", "detectable"}}}``, each part of ``PARTS``
     pooled over every seed that measured it (its per-problem values in ``differences`` as
-    ``learned:{part}:{run}``) with the two-level interval: does the run raise its objective on average
-    over training seeds. ``detectable`` (with ``power``; else NaN): the smallest true effect whose
-    interval excludes zero with probability ``power`` (``_pooled_part``)."""
+    ``learned:{part}:{run}``) with the random-effects interval, the seed spread pooled over the runs
+    (``learning_spreads``): does the run raise its objective on average over training seeds.
+    ``detectable`` (with ``power``; else NaN): the smallest true effect whose interval excludes zero
+    with probability ``power`` (``_pooled_part``)."""
 
     runs = list(dict.fromkeys(r for f in learning.values() for r in f["run"]))
+    spreads = learning_spreads(differences)
     out = []
     for run in runs:
         per_seed = {
@@ -193,30 +194,36 @@ def learning_across_seeds(
             values = [series_of(d, key) for d in differences.values()]
             values = [v for v in values if v.size]
             if values:
-                rng = derive_seed(seed, "across_seeds", key)
-                boot = {"resamples": resamples, "confidence": confidence, "power": power}
-                pooled[part] = _pooled_part(values, rng, **boot)
+                pooled[part] = _pooled_part(values, confidence=confidence, power=power, spread=spreads[part])
         objective = next(iter(per_seed.values()))["objective"]
         out.append({"run": run, "objective": objective, "seeds": per_seed, "pooled": pooled})
     return out
 
 
+def learning_spreads(differences: Mapping[int, pd.DataFrame]) -> dict[str, SeedSpread]:
+    """``{part: the seed spread of PARTS' part, pooled over every run}`` (``seed_spread``): each run's
+    per-problem values ``learned:{part}:{run}`` on the seeds that recorded them, one family per part."""
+    spreads = {}
+    for part in PARTS:
+        prefix = f"learned:{part}:"
+        keys = sorted({str(k) for f in differences.values() for k in f["claim"].unique()
+                       if str(k).startswith(prefix)})  # fmt: skip
+        effects = [[v for v in (series_of(f, k) for f in differences.values()) if v.size] for k in keys]
+        spreads[part] = seed_spread(effects)
+    return spreads
+
+
 def _pooled_part(
-    values: Sequence[np.ndarray], rng: int, *, resamples: int, confidence: float, power: float | None
+    values: Sequence[np.ndarray], *, confidence: float, power: float | None, spread: SeedSpread | None
 ) -> dict:
     """One part pooled over seeds (``values``: each seed's per-problem values): ``{"effect", "ci_low",
-    "ci_high", "seeds", "detectable"}``, the two-level bootstrap seeded with ``rng``; ``detectable``
-    ``(z(1 - alpha) + z(power)) * se`` at ``alpha = (1 - confidence) / 2``, ``se`` the replicates'
-    standard deviation (NaN without ``power``)."""
-    from scipy.stats import norm
-
-    draws = two_level_draws(values, seed=rng, resamples=resamples)
+    "ci_high", "seeds", "detectable"}``, the random-effects interval with the family's ``spread``;
+    ``detectable`` at the interval's one-sided level ``(1 - confidence) / 2`` (NaN without ``power``)."""
+    pooled = random_effects_interval(values, confidence=confidence, spread=spread)
     tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(draws, [tail, 1.0 - tail])
-    z = math.nan if power is None else float(norm.ppf(1 - tail) + norm.ppf(power))
-    return {"effect": float(np.mean([v.mean() for v in values])), "ci_low": float(low),
-            "ci_high": float(high), "seeds": len(values),
-            "detectable": z * float(np.std(draws, ddof=1))}  # fmt: skip
+    detectable = math.nan if power is None else pooled.detectable(alpha=tail, power=power)
+    return {"effect": pooled.effect, "ci_low": pooled.low, "ci_high": pooled.high, "seeds": pooled.seeds,
+            "detectable": detectable}  # fmt: skip
 
 
 def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], decimals: int) -> list[str]:
@@ -267,10 +274,11 @@ def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], 
     lines += [
         "",
         "Per seed: the run's own objective on the unseen test set, run - base (bold: interval above zero, "
-        "the run learned there). pooled: the mean over the seeds that measured it, with a two-level "
-        "bootstrap interval (seeds, then problems); bold: above zero (on the test set, over the seeds "
-        "a claim pools, this is the claims' learning gate); detectable: the smallest true effect whose "
-        "pooled interval excludes zero with the claims' power (normal approximation). paper: the "
+        "the run learned there). pooled: the mean over the seeds that measured it, with a random-effects "
+        "t interval (the spread between seeds pooled over the runs, each seed's problem noise); bold: "
+        "above zero (on the test set, over the seeds a claim pools, this is the claims' learning gate); "
+        "detectable: the smallest true effect whose pooled interval excludes zero with the claims' "
+        "power. paper: the "
         "paper's own run minus its base model at the same objective, where its tables report both "
         "(`learning.csv`: `paper_table`).",
         "",
@@ -282,8 +290,6 @@ def across_seeds(
     claims: Mapping[int, pd.DataFrame],
     differences: Mapping[int, pd.DataFrame],
     *,
-    seed: int,
-    resamples: int,
     confidence: float,
     alpha: float,
     power: float,
@@ -298,8 +304,6 @@ def across_seeds(
     ``learning[s]``: its ``learning.csv``, and ``gated``: ``{claim id: the runs it gates on}``: given
     both, the seeds pooled and the pooled learning gate of the module docstring (a claim ``gated`` does
     not name keeps the per-seed rule)."""
-    from scipy.stats import norm
-
     seeds = list(claims)
     if not seeds:
         raise ValueError("across_seeds needs the claims of at least one seed")
@@ -311,7 +315,8 @@ def across_seeds(
         raise ValueError(f"claims of seeds {sorted(seeds)} but learning of seeds {sorted(learning)}")
     ran = {s: learning[s].set_index("run") for s in seeds} if learning is not None else {}
     works = {s: _works(claims[s]) for s in seeds}
-    instrument = pooled_instrument(differences, works, seed=seed, resamples=resamples, confidence=confidence)
+    spreads = learning_spreads(differences)
+    instrument = pooled_instrument(differences, works, confidence=confidence, spreads=spreads)
     # the instrument gates pooled with the learning tables (the pooled learning gate), on two seeds or more
     # that each record its every part; else each seed's own check gates (one seed: the same data)
     recorded = [s for s in seeds if instrument and all(s in p["seeds"] for p in instrument)]
@@ -325,8 +330,7 @@ def across_seeds(
     diffs = {s: {cid: g["difference"].to_numpy(dtype=float) for cid, g in differences[s].groupby("claim")}
              for s in seeds}  # fmt: skip
     m = max(int(first["effect"].notna().sum()), 1)
-    z = float(norm.ppf(1 - alpha / m) + norm.ppf(power))
-    rows, gate_of = [], {}
+    rows, gate_of, pooled_values = [], {}, {}
     for _, ref in first.iterrows():
         cid = ref["id"]
         row: dict[str, object] = {"id": cid, "statement": ref["statement"], "metric": ref["metric"]}
@@ -353,32 +357,25 @@ def across_seeds(
                 counts.append(d.size)
                 pooled_on.append(s)
         row.update(tested_in=n_tested, holds_in=n_holds, pooled_seeds=len(per_seed),
-                   pooled_on=",".join(map(str, pooled_on)))  # fmt: skip
-        if per_seed:
-            draws = two_level_draws(
-                per_seed, seed=derive_seed(seed, "across_seeds", cid), resamples=resamples
-            )
-            tail = (1.0 - confidence) / 2.0
-            low, high = np.quantile(draws, [tail, 1.0 - tail])
-            row.update(effect=float(np.mean([d.mean() for d in per_seed])), ci_low=float(low),
-                       ci_high=float(high), n_problems=",".join(map(str, counts)),
-                       detectable_effect=z * float(np.std(draws, ddof=1)),
-                       pvalue=float((1 + np.sum(draws <= 0)) / (1 + draws.size)))  # fmt: skip
-        else:
-            row.update(effect=math.nan, ci_low=math.nan, ci_high=math.nan, n_problems="",
-                       detectable_effect=math.nan, pvalue=math.nan)  # fmt: skip
+                   pooled_on=",".join(map(str, pooled_on)),
+                   n_problems=",".join(map(str, counts)))  # fmt: skip
+        pooled_values[cid] = per_seed
         reasons = []
         if gated is not None and cid in gated and len(pooled_on) >= MIN_POOLED_SEEDS:
             for run in dict.fromkeys(g for g in gated[cid] if g in ran[pooled_on[0]].index):
                 key = (run, tuple(pooled_on))
                 if key not in gate_of:
-                    gate_of[key] = pooled_gate(run, pooled_on, ran, differences, seed=seed,
-                                               resamples=resamples, confidence=confidence,
-                                               power=power)  # fmt: skip
+                    gate_of[key] = pooled_gate(run, pooled_on, ran, differences, confidence=confidence,
+                                               power=power, spread=spreads["test"])  # fmt: skip
                 reasons += [gate_of[key]] if gate_of[key] else []
         row["gate"] = "; ".join(reasons)
         row["paper_effect"] = ref.get("paper_effect", math.nan)
         rows.append(row)
+    # the claims share one seed spread, pooled over every claim read on two seeds or more
+    spread = seed_spread(v for v in pooled_values.values() if len(v) >= MIN_POOLED_SEEDS)
+    for row in rows:
+        row.update(_claim_effect(pooled_values[row["id"]], spread, confidence=confidence, alpha=alpha / m,
+                                 power=power))  # fmt: skip
     _pooled_verdicts(rows, alpha, blocked, gated)
     columns = [c for name in ACROSS_SEED_COLUMNS
                for c in ([name.format(seed=s) for s in seeds] if "{seed}" in name else [name])]  # fmt: skip
@@ -386,8 +383,21 @@ def across_seeds(
         raise RuntimeError(f"across_seeds: rows {sorted(rows[0])} against ACROSS_SEED_COLUMNS {columns}")
     frame = pd.DataFrame(rows, columns=columns)
     frame.attrs.update(seeds=seeds, works=works, instrument=instrument, instrument_pooled=pooled_rule,
-                       instrument_blocked=blocked)  # fmt: skip
+                       instrument_blocked=blocked, spread=spread)  # fmt: skip
     return frame
+
+
+def _claim_effect(
+    per_seed: Sequence[np.ndarray], spread: SeedSpread, *, confidence: float, alpha: float, power: float
+) -> dict:
+    """A claim's pooled columns: ``effect``, ``ci_low``, ``ci_high``, ``detectable_effect`` (one-sided at
+    ``alpha``, the claims' Holm worst case) and ``pvalue`` (NaN where no seed pools it)."""
+    if not per_seed:
+        return dict.fromkeys(("effect", "ci_low", "ci_high", "detectable_effect", "pvalue"), math.nan)
+    pooled: Pooled = random_effects_interval(per_seed, confidence=confidence, spread=spread)
+    return {"effect": pooled.effect, "ci_low": pooled.low, "ci_high": pooled.high,
+            "detectable_effect": pooled.detectable(alpha=alpha, power=power),
+            "pvalue": pooled.pvalue}  # fmt: skip
 
 
 def instrument_gate(instrument: Sequence[Mapping]) -> str | None:
@@ -428,23 +438,21 @@ def pooled_gate(
     learning: Mapping[int, pd.DataFrame],
     differences: Mapping[int, pd.DataFrame],
     *,
-    seed: int,
-    resamples: int,
     confidence: float,
     power: float | None = None,
+    spread: SeedSpread | None = None,
 ) -> str | None:
     """Why a claim pooled over ``seeds`` cannot be read on ``run`` (None: it can): its test-set effect
     on its own objective (``learned:test:{run}`` in each seed's differences) pooled over those seeds
-    with the two-level interval (``learning_across_seeds``'s, seeded alike, so the same seeds in the
-    same order give the same interval and, with ``power``, the same smallest detectable effect, named
-    in the reason: a run that gained less than it is "not testable" for want of power) is not above
-    zero. ``learning[s]``: seed s's ``learning.csv`` indexed by run."""
+    with the random-effects interval (``learning_across_seeds``'s, with the runs' pooled ``spread``
+    (``learning_spreads``), so the same seeds give the same interval and, with ``power``, the same
+    smallest detectable effect, named in the reason: a run that gained less than it is "not testable"
+    for want of power) is not above zero. ``learning[s]``: seed s's ``learning.csv`` indexed by run."""
     key, where = f"learned:test:{run}", ", ".join(map(str, seeds))
     values = [series_of(differences[s], key) for s in seeds]
     if any(v.size == 0 for v in values):
         return f"{run}'s per-problem test-set effect is missing on a seed of {where}"
-    pooled = _pooled_part(values, derive_seed(seed, "across_seeds", key), resamples=resamples,
-                          confidence=confidence, power=power)  # fmt: skip
+    pooled = _pooled_part(values, confidence=confidence, power=power, spread=spread)
     if pooled["ci_low"] > 0:
         return None
     objective = learning[seeds[0]].loc[run, "objective"]
@@ -499,9 +507,10 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
         n = len(p["seeds"])
         lines.append(
             f"- instrument, {p['what']}, mean over all {n} seed(s) that record it (working or not): "
-            f"{fmt_interval(p['effect'], p['ci_low'], p['ci_high'], decimals)} ({confidence:.0%} two-level "
-            f"bootstrap, seeds then problems): {'above zero' if p['ok'] else 'NOT above zero'}; the "
-            f"per-seed check passes on {p['works_in']} of {n} seed(s)"
+            f"{fmt_interval(p['effect'], p['ci_low'], p['ci_high'], decimals)} ({confidence:.0%} "
+            f"random-effects t interval, the runs' spread between seeds): "
+            f"{'above zero' if p['ok'] else 'NOT above zero'}; "
+            f"the per-seed check passes on {p['works_in']} of {n} seed(s)"
         )
     if frame.attrs.get("instrument"):
         lines.append("")
@@ -580,16 +589,15 @@ def render_claim_rows(frame: pd.DataFrame, decimals: int, *, confidence: float, 
         "that seed's claims.md has it; bold: the claim holds on that seed (Holm-adjusted Wilcoxon); (n/w): "
         "that seed's instrument is not working; (n/t): not testable there, a run it compares did not learn "
         "its own objective (the table above). holds in: seeds where it holds, of those where it was "
-        f"read. pooled: the mean of the seeds' effects with a {confidence:.0%} two-level bootstrap "
-        "interval (seeds, then each seed's problems, resampled), over the seeds it pools (every seed "
-        "where the instrument works pooled, else each seed where it works; every run it compares "
-        "measured and in its regime); with few seeds it undercovers (at the miniature's spread between "
-        "seeds a null effect's interval lies above zero 14 % of the time on two seeds, 9-12 % on three, "
-        "nominally 2.5 %: docs/design.md, 'Several seeds'): "
-        f"read the seeds beside it. pooled verdict (on {MIN_POOLED_SEEDS} or more seeds): 'not testable' "
+        f"read. pooled: the mean of the seeds' effects with a {confidence:.0%} random-effects t interval, "
+        f"over the seeds it pools (every seed where the instrument works pooled, else each seed where it "
+        f"works; every run it compares measured and in its regime): its variance is the spread between "
+        f"seeds ({_spread_words(frame.attrs.get('spread'), decimals)}, or the claim's own where larger) "
+        "plus each seed's problem noise, over the number of seeds (docs/design.md, 'Several seeds'). "
+        f"pooled verdict (on {MIN_POOLED_SEEDS} or more seeds): 'not testable' "
         "where a run it compares did not raise its own objective pooled over the same seeds (the run "
         "and its pooled interval are named); else holds when the pooled effect is positive and its "
-        "one-sided two-level bootstrap p-value, Holm-adjusted across the claims read pooled, is below "
+        "one-sided t-test p-value, Holm-adjusted across the claims read pooled, is below "
         f"the claims' alpha; '{NOT_WORKING} pooled ...': the instrument's pooled interval is not above "
         f"zero; '{ONE_SEED}': that seed's verdict stands alone; '{NOT_READ}': no seed "
         "could read it. "
@@ -617,30 +625,38 @@ def render_yardstick_across_seeds(
     return "\n".join(lines + render_claim_rows(frame, decimals, confidence=confidence, power=power)) + "\n"
 
 
+def _spread_words(spread: SeedSpread | None, decimals: int) -> str:
+    """The claims' pooled seed spread in words: its standard deviation and degrees of freedom."""
+    if spread is None or not spread.df:
+        return "no claim read on two seeds: each claim's own"
+    sd = fmt_number(math.sqrt(spread.tau2), decimals, signed=False)
+    return f"sd {sd} pooled over the claims, {spread.df} degrees of freedom"
+
+
 def curve_bands(
     metrics: Mapping[int, Mapping[str, pd.DataFrame]],
     columns: Sequence[str],
     *,
-    seed: int,
-    resamples: int,
     confidence: float,
 ) -> pd.DataFrame:
     """For each model and metric column (``pass@k``, ``max@k``): the mean over seeds of the mean over
-    problems, with a two-level bootstrap band. ``metrics[seed][model]``: that seed's per-problem metrics
-    frame. One row per (model, column): ``model``, ``column``, ``mean``, ``low``, ``high``, ``seeds``."""
+    problems, with a random-effects band (``random_effects_interval``; the seed spread of a column
+    pooled over the models). ``metrics[seed][model]``: that seed's per-problem metrics frame. One row
+    per (model, column): ``model``, ``column``, ``mean``, ``low``, ``high``, ``seeds``."""
     seeds = list(metrics)
     models = list(dict.fromkeys(m for s in seeds for m in metrics[s]))
+    values = {
+        (model, col): [f[col].to_numpy(dtype=float) for s in seeds if model in metrics[s]
+                       for f in [metrics[s][model]] if col in f.columns]
+        for model in models for col in columns
+    }  # fmt: skip
+    spreads = {col: seed_spread(v for (_, c), v in values.items() if c == col and v) for col in columns}
     rows = []
-    for model in models:
-        frames = [metrics[s][model] for s in seeds if model in metrics[s]]
-        for col in columns:
-            values = [f[col].to_numpy(dtype=float) for f in frames if col in f.columns]
-            if not values:
-                continue
-            rng = derive_seed(seed, "curves", model, col)
-            mean, low, high = two_level_interval(values, seed=rng, resamples=resamples, confidence=confidence)
-            rows.append({"model": model, "column": col, "mean": mean, "low": low, "high": high,
-                         "seeds": len(values)})  # fmt: skip
+    for (model, col), per_seed in values.items():
+        if per_seed:
+            band = random_effects_interval(per_seed, confidence=confidence, spread=spreads[col])
+            rows.append({"model": model, "column": col, "mean": band.effect, "low": band.low,
+                         "high": band.high, "seeds": band.seeds})  # fmt: skip
     return pd.DataFrame(rows, columns=["model", "column", "mean", "low", "high", "seeds"])
 
 
@@ -648,7 +664,7 @@ def curves_figure(
     bands: pd.DataFrame, labels: Mapping[str, str], paths: Sequence[str], *, dataset: str
 ) -> None:
     """pass@k (left) and max@k (right) against k for each model: the mean over seeds, with the
-    two-level bootstrap band of ``curve_bands``; written to ``paths``."""
+    random-effects band of ``curve_bands``; written to ``paths``."""
     from maxk.analysis.figures import METRIC_NAMES, save_figure, setup_matplotlib
     from maxk.analysis.per_problem import parse_metric_column
 
@@ -680,7 +696,7 @@ def curves_figure(
 
 
 def claims_figure(frame: pd.DataFrame, paths: Sequence[str]) -> None:
-    """An interval plot of the claims (rliable's style): each claim's pooled effect with its two-level
+    """An interval plot of the claims (rliable's style): each claim's pooled effect with its random-effects
     interval, each seed's effect as a dot, the paper's effect as a cross, zero as a line."""
     from maxk.analysis.figures import save_figure, setup_matplotlib
 
@@ -709,7 +725,7 @@ def claims_figure(frame: pd.DataFrame, paths: Sequence[str]) -> None:
             ax.plot([p], [yi], "x", color="C3", markersize=6, label="paper" if yi == y[0] else None)
     ax.axvline(0.0, color="0.2", linewidth=0.8)
     ax.set_yticks(y, [str(i) for i in frame["id"]], fontsize="x-small")
-    ax.set_xlabel("effect (a - b): pooled over seeds with a two-level 95 % interval")
+    ax.set_xlabel("effect (a - b): pooled over seeds with a random-effects 95 % interval")
     ax.legend(frameon=False, fontsize="x-small", loc="lower right")
     save_figure(fig, paths)
     plt.close(fig)

@@ -137,9 +137,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     q = s.add_parser(
         "across-seeds",
-        help="every claim across several seeds' runs (two-level bootstrap), with its figures",
+        help="every claim across several seeds' runs (random-effects t interval), with its figures",
         description="For each claim: each seed's effect and verdict, the seeds where it holds, the pooled "
-        "effect with a two-level (seed, then problem) bootstrap interval over every seed, read where the "
+        "effect with a random-effects t interval over every seed (the spread between seeds pooled over the "
+        "claims), read where the "
         "instrument works pooled over them (the instrument check pooled, listed first) and where the runs "
         "it compares raised their objective pooled over them (the pooled learning gate), and the smallest "
         "detectable effect (maxk.analysis.across_seeds). Seeds are read from the paths "
@@ -232,8 +233,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=None,
         help="one seed's results directory, results/seed{seed} (default: the only one under results/); "
-        "repeat it for several seeds: each seed's table, then every effect pooled over them (two-level "
-        "bootstrap, the seeds in the order given)",
+        "repeat it for several seeds: each seed's table, then every effect pooled over them (random-"
+        "effects t interval)",
     )
     q.add_argument("--dataset", default="suite_test", help="evaluation set (default: suite_test)")
     q.add_argument("--reference", default="base", help="the model compared against (default: base)")
@@ -753,7 +754,7 @@ def _across_seeds(args: argparse.Namespace) -> int:
             )
         differences[s] = frame
     boot, sig, ccfg = cfg["bootstrap"], cfg["significance"], cfg["claims"]
-    resamples, confidence = int(boot["resamples"]), float(boot["confidence"])
+    confidence = float(boot["confidence"])
     yardstick_files = _by_seed(args.yardstick, "--yardstick")
     if yardstick_files and set(yardstick_files) != set(claims_files):
         raise UserError(
@@ -761,8 +762,7 @@ def _across_seeds(args: argparse.Namespace) -> int:
         )
     if bool(yardstick_files) != bool(args.yardstick_csv):
         raise UserError("--yardstick and --yardstick-csv go together")
-    pooled = {"seed": args.seed, "resamples": resamples, "confidence": confidence,
-              "alpha": float(sig["alpha"]), "power": float(ccfg["power"])}  # fmt: skip
+    pooled = {"confidence": confidence, "alpha": float(sig["alpha"]), "power": float(ccfg["power"])}
     learning = {s: pd.read_csv(f) for s, f in _by_seed(args.learning, "--learning").items()}
     if learning and set(learning) != set(claims_files):
         raise UserError(f"--claims of seeds {sorted(claims_files)}, --learning of seeds {sorted(learning)}")
@@ -776,9 +776,8 @@ def _across_seeds(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     table.attrs["learning"] = learning_across_seeds(
-        learning, differences, seed=args.seed, resamples=resamples, confidence=confidence,
-        power=float(ccfg["power"]),
-    )  # fmt: skip
+        learning, differences, confidence=confidence, power=float(ccfg["power"])
+    )
     with atomic_open(args.csv) as fh:
         table.to_csv(fh, index=False, float_format="%.6g")
     if yardstick is not None:
@@ -797,7 +796,7 @@ def _across_seeds(args: argparse.Namespace) -> int:
         metrics.setdefault(seed_of(f), {})[model] = frame
     frames = [m for by in metrics.values() for m in by.values()]
     columns = sorted({c for m in frames for c in m.columns if parse_metric_column(c)})
-    bands = curve_bands(metrics, columns, seed=args.seed, resamples=resamples, confidence=confidence)
+    bands = curve_bands(metrics, columns, confidence=confidence)
     curves_figure(bands, cfg.get("models") or {}, args.curves_figure, dataset=ccfg["dataset"])
     claims_figure(table, args.claims_figure)
     write_provenance(args.csv, config=cfg, seeds={"seed": args.seed, "replicates": list(claims)})
@@ -1012,7 +1011,7 @@ def _compare(args: argparse.Namespace) -> int:
         per_seed.append((reference, runs))
     if len(roots) > 1:
         try:
-            pooled = pool_runs(per_seed, metrics, seed=args.seed, resamples=args.resamples)
+            pooled = pool_runs(per_seed, metrics)
         except ValueError as exc:
             raise UserError(str(exc)) from exc
         print("\n## pooled\n")

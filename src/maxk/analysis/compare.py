@@ -77,29 +77,27 @@ def pool_runs(
     per_seed: Sequence[tuple[pd.DataFrame, Mapping[str, pd.DataFrame]]],
     metrics: Sequence[str],
     *,
-    seed: int,
-    resamples: int = 10_000,
     confidence: float = BOOTSTRAP.confidence,
 ) -> pd.DataFrame:
-    """Each run's effect ``run - reference`` pooled over several seeds: ``per_seed`` holds, seed by seed
-    (in the order given: the bootstrap's draws depend on it), ``(reference, {run: frame})`` as
-    ``compare_runs`` takes them. One row per (run, metric): ``run, metric, effect, ci_low, ci_high,
-    seeds``, the mean over seeds of each seed's mean difference with its two-level bootstrap interval
-    (``maxk.analysis.stats.two_level_interval``: seeds, then each seed's problems)."""
-    from maxk.analysis.stats import two_level_interval
+    """Each run's effect ``run - reference`` pooled over several seeds: ``per_seed`` holds, seed by seed,
+    ``(reference, {run: frame})`` as ``compare_runs`` takes them. One row per (run, metric): ``run,
+    metric, effect, ci_low, ci_high, seeds``, the mean over seeds of each seed's mean difference with its
+    random-effects t interval (``maxk.analysis.stats.random_effects_interval``), the spread between seeds
+    of a metric pooled over the runs (``seed_spread``)."""
+    from maxk.analysis.stats import random_effects_interval, seed_spread
 
     runs = list(dict.fromkeys(r for _, frames in per_seed for r in frames))
-    rows = []
+    diffs = {}
     for run in runs:
         pairs = [_paired(reference, frames[run], run) for reference, frames in per_seed if run in frames]
         for m in metrics:
-            diffs = [cur[m].to_numpy() - ref[m].to_numpy() for ref, cur in pairs]
-            effect, low, high = two_level_interval(
-                diffs, seed=derive_seed(seed, "compare", "pooled", run, m), resamples=resamples,
-                confidence=confidence,
-            )  # fmt: skip
-            rows.append({"run": run, "metric": m, "effect": effect, "ci_low": low, "ci_high": high,
-                         "seeds": len(diffs)})  # fmt: skip
+            diffs[(run, m)] = [cur[m].to_numpy() - ref[m].to_numpy() for ref, cur in pairs]
+    spreads = {m: seed_spread(v for (_, metric), v in diffs.items() if metric == m) for m in metrics}
+    rows = []
+    for (run, m), values in diffs.items():
+        pooled = random_effects_interval(values, confidence=confidence, spread=spreads[m])
+        rows.append({"run": run, "metric": m, "effect": pooled.effect, "ci_low": pooled.low,
+                     "ci_high": pooled.high, "seeds": pooled.seeds})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -109,7 +107,7 @@ def render_pooled(
     """Markdown: one row per run, a cell ``effect [low, high]`` per metric, pooled over ``labels``."""
     metrics = list(dict.fromkeys(table["metric"]))
     level = f"{confidence:.0%}"
-    head = ["run", *(f"{m}: run - reference, pooled [{level} two-level CI]" for m in metrics), "seeds"]
+    head = ["run", *(f"{m}: run - reference, pooled [{level} random-effects CI]" for m in metrics), "seeds"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for run, rows in table.groupby("run", sort=False):
         by = rows.set_index("metric")
@@ -117,7 +115,8 @@ def render_pooled(
                  for m in metrics]  # fmt: skip
         lines.append("| " + " | ".join([str(run), *cells, str(int(rows["seeds"].iloc[0]))]) + " |")
     lines += ["", f"pooled over {', '.join(labels)}: the mean of each seed's mean difference, the interval "
-              "a two-level bootstrap (seeds, then each seed's problems)"]  # fmt: skip
+              "a random-effects t interval (the spread between seeds pooled over the runs, each seed's "
+              "problem noise)"]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,7 @@ lines up, for every seed the trees share:
 - where the trees have them, the pooled verdicts across seeds (``results/claims/across_seeds.csv`` and
   ``across_seeds_yardstick.csv``);
 - with two shared seeds or more, each run's test-set effect pooled over them (``learning_across_seeds``
-  on each tree's ``learning.csv`` and ``differences.csv``, with the bootstrap settings of a tree's
+  on each tree's ``learning.csv`` and ``differences.csv``, with the interval settings of a tree's
   across-seed report, its ``across_seeds.csv.provenance.json``): the pooled learning gate the claims
   across seeds are read through (``maxk.analysis.across_seeds``).
 
@@ -51,9 +51,9 @@ class Tree:
     differences: dict[int, pd.DataFrame] = field(default_factory=dict)
     pooled: pd.DataFrame | None = None
     pooled_yardstick: pd.DataFrame | None = None
-    #: the across-seed report's bootstrap settings (``seed``, ``resamples``, ``confidence``), if it has one
+    #: the across-seed report's interval settings (``confidence``), if it has one
     pooling: dict | None = None
-    #: the across-seed report's seed order (``replicates``): the two-level bootstrap's draws depend on it
+    #: the across-seed report's seed order (``replicates``): the order the pooled tables list them in
     replicates: list[int] = field(default_factory=list)
 
 
@@ -93,11 +93,10 @@ def read_tree(results: Path) -> Tree:
         try:
             record = json.loads(provenance.read_text())
             boot = record["config"]["bootstrap"]
-            tree.pooling = {"seed": int(record["seeds"]["seed"]), "resamples": int(boot["resamples"]),
-                            "confidence": float(boot["confidence"])}  # fmt: skip
+            tree.pooling = {"confidence": float(boot["confidence"])}
             tree.replicates = [int(s) for s in record["seeds"].get("replicates") or []]
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{provenance}: cannot read the bootstrap settings: {exc!r}") from exc
+            raise ValueError(f"{provenance}: cannot read the interval settings: {exc!r}") from exc
     return tree
 
 
@@ -166,7 +165,7 @@ def claim_rows(trees: Sequence[Tree], *, yardstick: bool = False, decimals: int 
 
 
 def pooling_of(trees: Sequence[Tree]) -> dict | None:
-    """The bootstrap settings the pooled learning is read with: the first tree's across-seed report's
+    """The interval settings the pooled learning is read with: the first tree's across-seed report's
     that has one; None where there are fewer than two shared seeds, no tree has a report, or a tree
     lacks a shared seed's learning or differences."""
     seeds = shared_seeds(trees)

@@ -7,14 +7,15 @@
 - ``wilcoxon_best_vs_second``: the paper's section 4.5 test (scipy's signed-rank test on paired
   per-problem values of the best and the second-best method).
 - ``holm``: Holm-Bonferroni step-down adjusted p-values (across datasets).
-- ``two_level_interval``: an effect pooled across seeds (independent training runs), its interval from
-  resampling seeds, then problems within each seed (runs vary more than problems within a run).
+- ``random_effects_interval``: an effect pooled across seeds (independent training runs): the mean of
+  the seeds' means, its variance the between-seed spread (``seed_spread``: pooled over a family of
+  effects) plus each seed's problem noise, a t interval (runs vary more than problems within a run).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -26,13 +27,15 @@ from maxk.analysis.config import BOOTSTRAP, SIGNIFICANCE
 __all__ = [
     "ALTERNATIVES",
     "ZERO_METHODS",
+    "Pooled",
+    "SeedSpread",
     "WilcoxonResult",
     "bootstrap_ci",
     "bootstrap_counts",
     "detectable_effect",
     "holm",
-    "two_level_draws",
-    "two_level_interval",
+    "random_effects_interval",
+    "seed_spread",
     "wilcoxon_best_vs_second",
 ]
 
@@ -100,48 +103,113 @@ def detectable_effect(d: ArrayLike, *, alpha: float, power: float) -> float:
     return float((norm.ppf(1 - alpha) + norm.ppf(power)) * np.std(d, ddof=1) / math.sqrt(d.size))
 
 
-def two_level_interval(
-    per_seed: Sequence[ArrayLike], *, seed: int, resamples: int, confidence: float
-) -> tuple[float, float, float]:
-    """``(mean, low, high)`` of an effect measured on several seeds: ``per_seed[s]`` holds seed s's paired
-    per-problem differences. ``mean`` is the mean over seeds of each seed's mean difference; the interval
-    is the percentile interval of that statistic under a two-level bootstrap: draw the seeds with
-    replacement, then, independently for each draw, the problems of that seed with replacement.
+@dataclass(frozen=True)
+class SeedSpread:
+    """The between-seed variance of a family of effects, pooled over its members (``seed_spread``):
+    ``tau2`` (tau squared, at least 0) with ``df`` degrees of freedom (the sum over the members of their
+    seeds minus one; 0: no member has two seeds)."""
 
-    The seed level carries the variation between training runs (Henderson et al. 2018; Agarwal et al.
-    2021 resample runs), the problem level the evaluation noise within a run; an interval over problems
-    alone, pooled across seeds, ignores the first and is too narrow when runs disagree. With few seeds
-    the percentile bootstrap over seeds undercovers (3 seeds cannot show much of their spread): read the
-    per-seed effects beside it. Simulated (tests/analysis/test_analysis_stats.py: run sd 0.03, problem
-    sd 0.1, 60 problems, nominal 95 %): 92.5 % coverage with 10 seeds, 83.5 % with 3; the problems-only
-    interval 55.5 %. At the miniature's own spread (runs' effects differ between seeds by an sd of about
-    0.017, a seed's standard error about 0.005), a null effect's interval lies above zero (nominally
-    2.5 %) 26-29 % of the time with one seed, 14 % with two, 9-12 % with three, 3.5-5 % with eight
-    (``test_two_level_interval_reads_a_null_effect_above_zero_too_often_with_few_seeds``). One seed: the
-    problem-level interval of that seed.
-    """
-    arrays = [np.asarray(d, dtype=np.float64) for d in per_seed]
-    stats = two_level_draws(arrays, seed=seed, resamples=resamples)
-    alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(stats, [alpha, 1.0 - alpha])
-    return float(np.mean([a.mean() for a in arrays])), float(low), float(high)
+    tau2: float
+    df: int
 
 
-def two_level_draws(per_seed: Sequence[ArrayLike], *, seed: int, resamples: int) -> np.ndarray:
-    """The ``resamples`` bootstrap replicates of the mean over seeds of each seed's mean difference, under
-    the two-level bootstrap of ``two_level_interval`` (its interval is their percentiles; their standard
-    deviation is the effect's standard error, for the smallest detectable effect)."""
+@dataclass(frozen=True)
+class Pooled:
+    """An effect pooled over seeds (``random_effects_interval``): the mean over seeds of each seed's mean
+    difference (``effect``), its standard error ``se`` with ``df`` degrees of freedom (``inf``: the
+    normal), the interval ``[low, high]``, the one-sided p-value of "effect <= 0" and the seeds pooled."""
+
+    effect: float
+    low: float
+    high: float
+    se: float
+    df: float
+    pvalue: float
+    seeds: int
+
+    def detectable(self, *, alpha: float, power: float) -> float:
+        """The smallest true effect a one-sided test at level ``alpha`` finds with probability ``power`` at
+        this standard error: ``(t_df(1 - alpha) + t_df(power)) * se``."""
+        from scipy.stats import t
+
+        return float((t.ppf(1 - alpha, self.df) + t.ppf(power, self.df)) * self.se)
+
+
+def _seed_moments(per_seed: Sequence[ArrayLike]) -> tuple[np.ndarray, float]:
+    """Each seed's mean difference, and the mean over seeds of each mean's problem-level variance
+    ``var(d_s) / n_s`` (0 for a seed of one problem)."""
     arrays = [np.asarray(d, dtype=np.float64) for d in per_seed]
     if not arrays or any(a.ndim != 1 or a.size == 0 for a in arrays):
-        raise ValueError("two_level_interval needs at least one seed, each with a 1-d array of differences")
-    n_seeds = len(arrays)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, n_seeds, size=(resamples, n_seeds))
-    # each seed's problem-level resample means [seeds, slots]: one independent resample per (resample,
-    # draw) slot, so a seed drawn twice in one resample gets two different problem resamples
-    slots = resamples * n_seeds
-    means = np.stack([a[rng.integers(0, a.size, size=(slots, a.size))].mean(axis=1) for a in arrays])
-    return means[draws, np.arange(slots).reshape(resamples, n_seeds)].mean(axis=1)
+        raise ValueError("a pooled effect needs at least one seed, each with a 1-d array of differences")
+    means = np.array([a.mean() for a in arrays])
+    within = float(np.mean([a.var(ddof=1) / a.size if a.size > 1 else 0.0 for a in arrays]))
+    return means, within
+
+
+def _own_tau2(means: np.ndarray, within: float) -> float:
+    """One effect's between-seed variance by the method of moments, ``var(m_s) - mean_s var(d_s)/n_s``
+    (may be negative: the estimate is unbiased; 0 with one seed)."""
+    return float(np.var(means, ddof=1) - within) if means.size > 1 else 0.0
+
+
+def seed_spread(effects: Iterable[Sequence[ArrayLike]]) -> SeedSpread:
+    """The between-seed variance tau^2 shared by a family of effects (each ``per_seed`` like
+    ``random_effects_interval``'s), pooled over them: ``tau2 = max(0, sum_e (S_e - 1) tau2_e / df)``,
+    ``df = sum_e (S_e - 1)``, ``tau2_e`` each effect's method-of-moments estimate (``_own_tau2``,
+    DerSimonian & Laird 1986 without weights: the seeds of one effect are measured on the same problems).
+    Members with one seed add nothing. Pooling assumes the members share one spread between seeds: the
+    miniature's runs do within what their sampling allows (docs/experiments.md, "Few seeds")."""
+    total, df = 0.0, 0
+    for per_seed in effects:
+        means, within = _seed_moments(per_seed)
+        if means.size > 1:
+            total += (means.size - 1) * _own_tau2(means, within)
+            df += means.size - 1
+    return SeedSpread(tau2=max(0.0, total / df) if df else 0.0, df=df)
+
+
+def random_effects_interval(
+    per_seed: Sequence[ArrayLike], *, confidence: float, spread: SeedSpread | None = None
+) -> Pooled:
+    """An effect measured on several seeds (``per_seed[s]``: seed s's paired per-problem differences),
+    pooled as a random-effects mean: each seed's mean difference ``m_s = mean(d_s)`` is the effect plus a
+    seed deviation of variance tau^2 plus problem noise of variance ``w_s = var(d_s) / n_s``, so
+
+        effect = mean_s m_s,   se^2 = (tau^2 + mean_s w_s) / S,   interval effect +- t_df(1 - tail) se,
+
+    with ``tau^2 = max(tau2_own, spread.tau2)``: the larger of the effect's own method-of-moments estimate
+    and its family's pooled one (``seed_spread``), with the family's ``df``; without a family (or one
+    whose members never had two seeds) the effect's own estimate, clipped at 0, with ``S - 1``; one seed
+    alone, its problem-level normal interval. The p-value is one-sided, ``P(T_df >= effect / se)``.
+
+    Why not resample seeds: with few seeds a bootstrap over seeds cannot see their spread (its variance
+    is ``(S - 1) / S`` of the plug-in one, and it has no t quantile). At the miniature's own spread
+    (between-seed sd about 0.017, a seed's standard error about 0.005), the two-level bootstrap (seeds,
+    then problems) read a null effect above zero 26-29 % of the time on one seed, 14 % on two, 9-12 % on
+    three, 3.5-5 % on eight (nominally 2.5 %). This interval reads it at or below the nominal rate on any
+    number of seeds when the family shares its spread, and at most 7 % for the widest member where the
+    family's spreads differ as much as the 12 runs' measured ones (0.009-0.032), at the power of a
+    t-test on the seeds with the family's degrees of freedom
+    (``tests/analysis/test_analysis_stats.py::test_random_effects_interval_reads_a_null_effect_at_its_level``).
+    Sources: DerSimonian & Laird (1986) for tau^2; Hartung & Knapp (2001) for the t quantile; Henderson
+    et al. (2018) and Agarwal et al. (2021) for seeds as the unit of an RL result.
+    """
+    from scipy.stats import t
+
+    means, within = _seed_moments(per_seed)
+    seeds = int(means.size)
+    if seeds == 1:
+        tau2, df = 0.0, math.inf
+    elif spread is not None and spread.df > 0:
+        tau2, df = max(_own_tau2(means, within), spread.tau2), float(spread.df)
+    else:
+        tau2, df = max(_own_tau2(means, within), 0.0), float(seeds - 1)
+    effect = float(means.mean())
+    se = math.sqrt(max(tau2 + within, 0.0) / seeds)
+    half = float(t.ppf(1 - (1.0 - confidence) / 2.0, df)) * se
+    pvalue = float(t.sf(effect / se, df)) if se > 0 else (0.0 if effect > 0 else 1.0)
+    return Pooled(effect=effect, low=effect - half, high=effect + half, se=se, df=df, pvalue=pvalue,
+                  seeds=seeds)  # fmt: skip
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
