@@ -78,6 +78,9 @@ def test_verdicts_are_compared_by_kind() -> None:
     assert verdict_kind(NT.format("x")) == verdict_kind(NT.format("y")) == "not testable"
     assert verdict_kind("holds") == "holds" and verdict_kind("does not hold") == "does not hold"
     assert verdict_kind("instrument not working") == "instrument not working"
+    pooled = "instrument not working pooled over seeds 2, 1234 (max@1, run - base {} [-0.014, +0.043])"
+    kinds = {verdict_kind(pooled.format(effect)) for effect in ("+0.014", "+0.021")}
+    assert kinds == {"instrument not working"}
     assert verdict_kind("read on one seed") == "read on one seed" and verdict_kind("not read") == "not read"
     assert verdict_kind(float("nan")) == verdict_kind("") == verdict_kind(None) == "absent"
 

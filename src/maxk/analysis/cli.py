@@ -283,7 +283,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(no --config-json)",
         description="For the seeds every tree has: each run's test-set reading of its own objective, per "
         "seed and, on two shared seeds or more, pooled over them (the claims' pooled learning gate, with the "
-        "bootstrap settings of a tree's across-seed report), each claim's and yardstick claim's verdict per "
+        "interval settings of a tree's across-seed report), each claim's and yardstick claim's verdict per "
         "seed and, where every tree has an across-seed report, pooled; a row flips when its verdict's kind "
         "(or whether a run learned) differs between the trees (maxk.analysis.side_by_side). E.g. the "
         "default run twice, once under ATEN_CPU_CAPABILITY=default. Each tree's counts by verdict kind "

@@ -101,11 +101,12 @@ def read_tree(results: Path) -> Tree:
 
 
 def verdict_kind(verdict: object) -> str:
-    """A verdict's kind (``VERDICT_KINDS``); a missing one is "absent"."""
+    """A verdict's kind (``VERDICT_KINDS``); a missing one is "absent". Its reason is dropped: after a
+    colon, in parentheses, or the pooled instrument's "instrument not working pooled over seeds ..."."""
     if not isinstance(verdict, str) or not verdict:
         return "absent"
     for kind in VERDICT_KINDS:
-        if verdict == kind or verdict.startswith(kind + ":") or verdict.startswith(kind + " ("):
+        if verdict == kind or verdict.startswith((kind + ":", kind + " (", kind + " pooled over seeds")):
             return kind
     return verdict
 
