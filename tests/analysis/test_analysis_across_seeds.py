@@ -101,6 +101,8 @@ def test_the_instrument_is_pooled_over_every_seed_working_or_not():
     text = render_across_seeds(frame, 3, confidence=0.95, power=0.8)
     assert "instrument, max@1, run - base, mean over all 3 seed(s) that record it (working or not): " in text
     assert "per-seed check passes on 2 of 3 seed(s)" in text and "held-out rise" in text
+    assert "; detectable with 80% power: " in text  # and, for a gain above zero, the seeds it needs
+    assert obj["detectable"] > 0 and (obj["effect"] <= 0 or "the gain measured needs" in text)
     assert text.index("instrument, max@1") < text.index("| claim |")
     # files written before the instrument's rows: no pooled line, the claims as before
     old = across_seeds(claims, {s: d[d["claim"] == "c1"] for s, d in diffs.items()}, **KW)

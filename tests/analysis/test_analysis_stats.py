@@ -126,6 +126,33 @@ def test_random_effects_interval_reads_a_null_effect_at_its_level():
     assert power.mean() >= 0.7, power
 
 
+def test_seeds_for_is_the_fewest_seeds_whose_detectable_effect_reaches_the_gain():
+    """Pooled.seeds_for against the detectable effect recomputed at each number of seeds: the seeds it
+    names detect the gain, one fewer do not; more members in the family (more degrees of freedom) never
+    need more seeds; no answer for a gain at or below zero, from one seed, or past the cap."""
+    from scipy.stats import t
+
+    from maxk.analysis.stats import random_effects_interval
+
+    rng = np.random.default_rng(5)
+    pooled = random_effects_interval([rng.normal(m, 0.05, 200) for m in (0.03, 0.0)], confidence=0.95)
+
+    def detectable(seeds: int, members: int) -> float:
+        df = members * (seeds - 1)
+        return (t.ppf(0.975, df) + t.ppf(0.8, df)) * pooled.se * math.sqrt(pooled.seeds / seeds)
+
+    for members in (1, 12):
+        need = pooled.seeds_for(0.015, alpha=0.025, power=0.8, members=members)
+        assert need is not None and detectable(need, members) <= 0.015 < detectable(need - 1, members)
+    assert pooled.seeds_for(0.015, alpha=0.025, power=0.8, members=12) <= pooled.seeds_for(
+        0.015, alpha=0.025, power=0.8, members=1
+    )
+    assert pooled.seeds_for(0.0, alpha=0.025, power=0.8) is None
+    assert pooled.seeds_for(1e-4, alpha=0.025, power=0.8, most=50) is None
+    one = random_effects_interval([rng.normal(0.03, 0.05, 200)], confidence=0.95)
+    assert one.seeds_for(0.03, alpha=0.025, power=0.8) is None
+
+
 def test_random_effects_interval_is_the_t_test_over_seed_means_and_one_seed_s_problem_interval():
     """Without a family, where the seeds' means spread more than their problem noise explains, the
     interval and p-value are the one-sample t-test's over the seed means (scipy); one seed alone, the

@@ -138,13 +138,17 @@ def pooled_instrument(
     *,
     confidence: float,
     spreads: Mapping[str, SeedSpread] | None = None,
+    power: float | None = None,
 ) -> list[dict]:
     """The instrument check over every seed: for each part of ``INSTRUMENT_PARTS`` that some seed's
     differences carry, ``{"part", "what", "seeds", "works_in", "effect", "ci_low", "ci_high", "ok"}``:
     the mean over those seeds of each seed's mean difference with its random-effects interval
     (``random_effects_interval``, with the seed spread of its family in ``spreads``, keyed by the part of
     ``INSTRUMENT_FAMILY``: the runs' test-set effects for the run - base part, their held-out rises for
-    the other), ``works_in`` the seeds among them whose own check passes,
+    the other), ``works_in`` the seeds among them whose own check passes, and with ``power``
+    ``detectable`` (the smallest gain found with that power at the interval's one-sided level) and
+    ``seeds_for`` (the fewest seeds that would find the gain measured so: ``Pooled.seeds_for``; None where
+    it is not above zero or above 100 seeds),
     and ``ok`` when the interval is above zero. Every seed is
     pooled, working or not (``works`` gives the count beside it): the question is whether RL raises its
     objective on average over training runs. Seeds whose files predate the instrument's rows add
@@ -157,10 +161,15 @@ def pooled_instrument(
             continue
         spread = (spreads or {}).get(INSTRUMENT_FAMILY[part])
         pooled = random_effects_interval(list(per_seed.values()), confidence=confidence, spread=spread)
+        tail = (1.0 - confidence) / 2.0
+        members = spread.df // (pooled.seeds - 1) if spread and spread.df and pooled.seeds > 1 else 1
         out.append({
             "part": part, "what": what, "seeds": sorted(per_seed),
             "works_in": sum(bool(works.get(s)) for s in per_seed),
             "effect": pooled.effect, "ci_low": pooled.low, "ci_high": pooled.high, "ok": pooled.low > 0,
+            "detectable": math.nan if power is None else pooled.detectable(alpha=tail, power=power),
+            "seeds_for": None if power is None else pooled.seeds_for(pooled.effect, alpha=tail, power=power,
+                                                                     members=members),
         })  # fmt: skip
     return out
 
@@ -316,7 +325,7 @@ def across_seeds(
     ran = {s: learning[s].set_index("run") for s in seeds} if learning is not None else {}
     works = {s: _works(claims[s]) for s in seeds}
     spreads = learning_spreads(differences)
-    instrument = pooled_instrument(differences, works, confidence=confidence, spreads=spreads)
+    instrument = pooled_instrument(differences, works, confidence=confidence, spreads=spreads, power=power)
     # the instrument gates pooled with the learning tables (the pooled learning gate), on two seeds or more
     # that each record its every part; else each seed's own check gates (one seed: the same data)
     recorded = [s for s in seeds if instrument and all(s in p["seeds"] for p in instrument)]
@@ -510,7 +519,7 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
             f"{fmt_interval(p['effect'], p['ci_low'], p['ci_high'], decimals)} ({confidence:.0%} "
             f"random-effects t interval, the runs' spread between seeds): "
             f"{'above zero' if p['ok'] else 'NOT above zero'}; "
-            f"the per-seed check passes on {p['works_in']} of {n} seed(s)"
+            f"the per-seed check passes on {p['works_in']} of {n} seed(s)" + _power_words(p, power, decimals)
         )
     if frame.attrs.get("instrument"):
         lines.append("")
@@ -623,6 +632,22 @@ def render_yardstick_across_seeds(
         "",
     ]
     return "\n".join(lines + render_claim_rows(frame, decimals, confidence=confidence, power=power)) + "\n"
+
+
+def _power_words(part: Mapping, power: float, decimals: int) -> str:
+    """The instrument part's power in words: the smallest gain its pooled interval finds with ``power``
+    on these seeds, and how many seeds the gain measured would need (nothing where neither is known)."""
+    if pd.isna(part.get("detectable")) or len(part["seeds"]) < 2:
+        return ""
+    words = f"; detectable with {power:.0%} power: {fmt_number(part['detectable'], decimals, signed=False)}"
+    need = part.get("seeds_for")
+    if part["effect"] > 0:
+        words += (
+            f"; the gain measured needs {need} seeds"
+            if need
+            else "; the gain measured needs more than 100 seeds"
+        )
+    return words
 
 
 def _spread_words(spread: SeedSpread | None, decimals: int) -> str:

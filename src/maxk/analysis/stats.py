@@ -134,6 +134,25 @@ class Pooled:
 
         return float((t.ppf(1 - alpha, self.df) + t.ppf(power, self.df)) * self.se)
 
+    def seeds_for(
+        self, effect: float, *, alpha: float, power: float, members: int = 1, most: int = 100
+    ) -> int | None:
+        """The fewest seeds on which a true ``effect`` is found with probability ``power`` by the one-sided
+        test at ``alpha``, each seed as variable as these (``se^2 * seeds`` held) and the degrees of freedom
+        growing as ``members * (S - 1)`` (``members``: the effects of the family whose spread is pooled;
+        1: the effect alone). None for an effect at or below zero, from one seed (whose spread between
+        seeds is unknown), or above ``most`` seeds."""
+        from scipy.stats import t
+
+        if not effect > 0 or self.seeds < 2:
+            return None
+        per_seed = self.se**2 * self.seeds
+        for seeds in range(2, most + 1):
+            df = members * (seeds - 1)
+            if (t.ppf(1 - alpha, df) + t.ppf(power, df)) * math.sqrt(per_seed / seeds) <= effect:
+                return seeds
+        return None
+
 
 def _seed_moments(per_seed: Sequence[ArrayLike]) -> tuple[np.ndarray, float]:
     """Each seed's mean difference, and the mean over seeds of each mean's problem-level variance
