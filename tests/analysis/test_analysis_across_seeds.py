@@ -101,8 +101,10 @@ def test_the_instrument_is_pooled_over_every_seed_working_or_not():
     text = render_across_seeds(frame, 3, confidence=0.95, power=0.8)
     assert "instrument, max@1, run - base, mean over all 3 seed(s) that record it (working or not): " in text
     assert "per-seed check passes on 2 of 3 seed(s)" in text and "held-out rise" in text
-    assert "; detectable with 80% power: " in text  # and, for a gain above zero, the seeds it needs
-    assert obj["detectable"] > 0 and (obj["effect"] <= 0 or "the gain measured needs" in text)
+    assert obj["effect"] > 0 and f"; detectable with 80% power: {obj['detectable']:.3f}" in text
+    # no runs' values: the effect alone is its family
+    assert obj["seeds_for"] == want.seeds_for(want.effect, alpha=0.025, power=0.8)
+    assert f"the gain measured needs {obj['seeds_for']} seeds" in text
     assert text.index("instrument, max@1") < text.index("| claim |")
     # files written before the instrument's rows: no pooled line, the claims as before
     old = across_seeds(claims, {s: d[d["claim"] == "c1"] for s, d in diffs.items()}, **KW)
@@ -135,12 +137,60 @@ def test_inconsistent_inputs_fail_naming_the_seed():
         across_seeds({1: c1, 2: c2[c2["id"] == "c1"]}, {1: d1, 2: d2}, **KW)
 
 
+def test_the_instrument_shares_the_spread_of_the_runs_family():
+    """With the runs' per-problem values recorded, the instrument's run - base part takes the spread of
+    the runs' test-set effects (their seeds disagree widely here), its held-out rise that of the runs'
+    held-out rises (they agree); the seeds its gain needs grow the family's degrees of freedom by its
+    members."""
+    from maxk.analysis.across_seeds import learning_spreads
+
+    rng = np.random.default_rng(8)
+    ids = [f"p{i:03d}" for i in range(80)]
+    claims, diffs, runs = {}, {}, {"test": {}, "heldout": {}}
+    for s, (shift, spread) in {1: (0.03, 0.06), 2: (0.01, -0.05), 3: (0.02, 0.0)}.items():
+        c, d, _ = _seed(rng, 0.01)
+        series = {"instrument": pd.Series(rng.normal(shift, 0.05, 80), index=ids),
+                  "instrument_heldout": pd.Series(rng.normal(shift, 0.05, 80), index=ids)}  # fmt: skip
+        for run in ("r1", "r2", "r3"):
+            series[f"learned:test:{run}"] = pd.Series(rng.normal(spread, 0.05, 80), index=ids)
+            series[f"learned:heldout:{run}"] = pd.Series(rng.normal(0.0, 0.05, 80), index=ids)
+            for part in runs:
+                runs[part].setdefault(run, []).append(series[f"learned:{part}:{run}"].to_numpy())
+        claims[s], diffs[s] = c, pd.concat([d, differences_frame(series)], ignore_index=True)
+    spreads = learning_spreads(diffs)
+    assert spreads["test"] == seed_spread(runs["test"].values()) and spreads["test"].members == 3
+    assert spreads["heldout"] == seed_spread(runs["heldout"].values())
+    assert spreads["test"].tau2 > 10 * spreads["heldout"].tau2  # the parts are separate families
+    parts = {p["part"]: p for p in across_seeds(claims, diffs, **KW).attrs["instrument"]}
+    for part, family in (("instrument", "test"), ("instrument_heldout", "heldout")):
+        values = [f.loc[f["claim"] == part, "difference"].to_numpy() for f in diffs.values()]
+        want = random_effects_interval(values, confidence=0.95, spread=spreads[family])
+        assert (parts[part]["ci_low"], parts[part]["ci_high"]) == pytest.approx((want.low, want.high))
+        need = want.seeds_for(want.effect, alpha=0.025, power=0.8, members=3)
+        assert parts[part]["seeds_for"] == need
+    wide = parts["instrument"]
+    alone = random_effects_interval([diffs[s].loc[diffs[s]["claim"] == "instrument", "difference"].to_numpy()
+                                     for s in diffs], confidence=0.95)  # fmt: skip
+    assert wide["ci_high"] - wide["ci_low"] != pytest.approx(alone.high - alone.low)
+
+
 def test_curve_bands_average_the_seeds():
     frames = {s: {"base": pd.DataFrame({"pass@1": [0.0, 1.0, float(s)], "max@1": [0.5] * 3})} for s in (0, 1)}
     bands = curve_bands(frames, ["pass@1", "max@1"], confidence=0.95)
     by = bands.set_index("column")
     assert by.loc["pass@1", "mean"] == pytest.approx((1 / 3 + 2 / 3) / 2) and by.loc["max@1", "low"] == 0.5
     assert set(bands["seeds"]) == {2}
+    # a column's spread is pooled over the models: the second model's seeds disagree, and set the first's
+    rl = {s: pd.DataFrame({"pass@1": [0.0, 1.0, 0.5 + s / 2], "max@1": [0.5] * 3}) for s in (0, 1)}
+    wide = {s: {"base": frames[s]["base"], "rl": rl[s]} for s in (0, 1)}
+    both = curve_bands(wide, ["pass@1", "max@1"], confidence=0.95).set_index(["model", "column"])
+    column = {m: [wide[s][m]["pass@1"].to_numpy() for s in (0, 1)] for m in ("base", "rl")}
+    want = random_effects_interval(column["base"], confidence=0.95, spread=seed_spread(column.values()))
+    assert (both.loc[("base", "pass@1"), "low"], both.loc[("base", "pass@1"), "high"]) == pytest.approx(
+        (want.low, want.high)
+    )
+    assert want.high - want.low != pytest.approx(by.loc["pass@1", "high"] - by.loc["pass@1", "low"])
+    assert both.loc[("base", "max@1"), "low"] == 0.5  # another column's spread is its own
 
 
 def test_the_command_writes_every_output(tmp_path):

@@ -113,3 +113,27 @@ def test_several_seeds_give_each_seed_s_table_then_the_random_effects_pooled_eff
     assert f"| rl | {want.effect:+.3f} [{want.low:+.3f}, {want.high:+.3f}] | 2 |" in out
     table = pool_runs([(frames[(s, "base")], {"rl": frames[(s, "rl")]}) for s in (9, 4)], ["max@1"])
     assert table.loc[0, "effect"] == pytest.approx(np.mean([d.mean() for d in diffs]))
+
+
+def test_pooled_runs_share_each_metric_s_spread_between_seeds():
+    """pool_runs: one family per metric, over the runs; a run whose seeds disagree sets the spread its
+    neighbour's interval uses on that metric, and not on another metric."""
+    from maxk.analysis.compare import pool_runs
+    from maxk.analysis.stats import random_effects_interval, seed_spread
+
+    per_seed, diffs = [], {}
+    for s, far in ((1, 0.0), (2, 0.4), (3, 0.1)):
+        base = metrics(0.2, seed=s)
+        runs = {"steady": metrics(0.3, seed=10 + s), "wild": metrics(0.2 + far, seed=20 + s)}
+        per_seed.append((base, runs))
+        for run, frame in runs.items():
+            for m in ("pass@1", "max@1"):
+                diffs.setdefault((run, m), []).append(frame[m].to_numpy() - base[m].to_numpy())
+    table = pool_runs(per_seed, ["pass@1", "max@1"]).set_index(["run", "metric"])
+    for m in ("pass@1", "max@1"):
+        spread = seed_spread(diffs[(r, m)] for r in ("steady", "wild"))
+        want = random_effects_interval(diffs[("steady", m)], confidence=0.95, spread=spread)
+        got = table.loc[("steady", m)]
+        assert (got["ci_low"], got["ci_high"]) == pytest.approx((want.low, want.high)) and got["seeds"] == 3
+    alone = random_effects_interval(diffs[("steady", "pass@1")], confidence=0.95)
+    assert table.loc[("steady", "pass@1"), "ci_low"] != pytest.approx(alone.low)

@@ -162,7 +162,7 @@ def pooled_instrument(
         spread = (spreads or {}).get(INSTRUMENT_FAMILY[part])
         pooled = random_effects_interval(list(per_seed.values()), confidence=confidence, spread=spread)
         tail = (1.0 - confidence) / 2.0
-        members = spread.df // (pooled.seeds - 1) if spread and spread.df and pooled.seeds > 1 else 1
+        members = spread.members if spread and spread.df else 1
         out.append({
             "part": part, "what": what, "seeds": sorted(per_seed),
             "works_in": sum(bool(works.get(s)) for s in per_seed),

@@ -13,7 +13,8 @@ lines up, for every seed the trees share:
 - with two shared seeds or more, each run's test-set effect pooled over them (``learning_across_seeds``
   on each tree's ``learning.csv`` and ``differences.csv``, with the interval settings of a tree's
   across-seed report, its ``across_seeds.csv.provenance.json``): the pooled learning gate the claims
-  across seeds are read through (``maxk.analysis.across_seeds``).
+  across seeds are read through (``maxk.analysis.across_seeds``), its runs' spread between seeds pooled
+  over the shared seeds only (a tree's own report pools all of its seeds).
 
 A row *flips* when its verdict (or a run's ``learned``) is not the same in every tree; effects always
 differ a little and are shown, not compared. Verdicts are compared by kind (``VERDICT_KINDS``): a "not

@@ -107,10 +107,11 @@ def detectable_effect(d: ArrayLike, *, alpha: float, power: float) -> float:
 class SeedSpread:
     """The between-seed variance of a family of effects, pooled over its members (``seed_spread``):
     ``tau2`` (tau squared, at least 0) with ``df`` degrees of freedom (the sum over the members of their
-    seeds minus one; 0: no member has two seeds)."""
+    seeds minus one; 0: no member has two seeds), from ``members`` effects of two seeds or more."""
 
     tau2: float
     df: int
+    members: int = 0
 
 
 @dataclass(frozen=True)
@@ -176,15 +177,21 @@ def seed_spread(effects: Iterable[Sequence[ArrayLike]]) -> SeedSpread:
     ``random_effects_interval``'s), pooled over them: ``tau2 = max(0, sum_e (S_e - 1) tau2_e / df)``,
     ``df = sum_e (S_e - 1)``, ``tau2_e`` each effect's method-of-moments estimate (``_own_tau2``,
     DerSimonian & Laird 1986 without weights: the seeds of one effect are measured on the same problems).
-    Members with one seed add nothing. Pooling assumes the members share one spread between seeds: the
-    miniature's runs do within what their sampling allows (docs/experiments.md, "Few seeds")."""
-    total, df = 0.0, 0
+    Members with one seed add nothing; a member with a value that is not finite makes the family's spread
+    NaN (unknown, not zero). Pooling assumes the members share one spread between seeds: the miniature's
+    runs do within what their sampling allows (docs/experiments.md, "Few seeds, read honestly"); where
+    they do not, the widest member reads a null effect above zero more often than nominal (about 7 % at
+    the most unequal spreads measured, ``benchmarks/pooled_interval_rates.py``)."""
+    total, df, members = 0.0, 0, 0
     for per_seed in effects:
         means, within = _seed_moments(per_seed)
         if means.size > 1:
             total += (means.size - 1) * _own_tau2(means, within)
             df += means.size - 1
-    return SeedSpread(tau2=max(0.0, total / df) if df else 0.0, df=df)
+            members += 1
+    if not math.isfinite(total):
+        return SeedSpread(tau2=math.nan, df=df, members=members)
+    return SeedSpread(tau2=max(0.0, total / df) if df else 0.0, df=df, members=members)
 
 
 def random_effects_interval(
@@ -197,19 +204,21 @@ def random_effects_interval(
         effect = mean_s m_s,   se^2 = (tau^2 + mean_s w_s) / S,   interval effect +- t_df(1 - tail) se,
 
     with ``tau^2 = max(tau2_own, spread.tau2)``: the larger of the effect's own method-of-moments estimate
-    and its family's pooled one (``seed_spread``), with the family's ``df``; without a family (or one
-    whose members never had two seeds) the effect's own estimate, clipped at 0, with ``S - 1``; one seed
-    alone, its problem-level normal interval. The p-value is one-sided, ``P(T_df >= effect / se)``.
+    and its family's pooled one (``seed_spread``), with the family's ``df`` (on one seed, the family's
+    alone); without a family (or one whose members never had two seeds) the effect's own estimate,
+    clipped at 0, with ``S - 1``, and one seed alone, its problem-level normal interval (which knows
+    nothing of the spread between seeds). The p-value is one-sided, ``P(T_df >= effect / se)``; NaN with
+    a value or a family spread that is not finite.
 
     Why not resample seeds: with few seeds a bootstrap over seeds cannot see their spread (its variance
     is ``(S - 1) / S`` of the plug-in one, and it has no t quantile). At the miniature's own spread
     (between-seed sd about 0.017, a seed's standard error about 0.005), the two-level bootstrap (seeds,
     then problems) read a null effect above zero 26-29 % of the time on one seed, 14 % on two, 9-12 % on
-    three, 3.5-5 % on eight (nominally 2.5 %). This interval reads it at or below the nominal rate on any
-    number of seeds when the family shares its spread, and at most 7 % for the widest member where the
-    family's spreads differ as much as the 12 runs' measured ones (0.009-0.032), at the power of a
-    t-test on the seeds with the family's degrees of freedom
-    (``tests/analysis/test_analysis_stats.py::test_random_effects_interval_reads_a_null_effect_at_its_level``).
+        three, 3.5-5 % on eight (nominally 2.5 %). With a family, this interval reads it at or below the
+    nominal rate on any number of seeds when the family shares its spread, and about 7 % for the widest
+    member where the family's spreads differ as much as the 12 runs' measured ones (0.009-0.032), at the
+    power of a t-test on the seeds with the family's degrees of freedom (``benchmarks/
+    pooled_interval_rates.py``; ``tests/analysis/test_analysis_stats.py`` checks the rates loosely).
     Sources: DerSimonian & Laird (1986) for tau^2; Hartung & Knapp (2001) for the t quantile; Henderson
     et al. (2018) and Agarwal et al. (2021) for seeds as the unit of an RL result.
     """
@@ -217,16 +226,21 @@ def random_effects_interval(
 
     means, within = _seed_moments(per_seed)
     seeds = int(means.size)
-    if seeds == 1:
+    if spread is not None and spread.df > 0:  # one seed: the family's spread alone (its own is unknown)
+        own = _own_tau2(means, within)
+        tau2 = math.nan if math.isnan(own) or math.isnan(spread.tau2) else max(own, spread.tau2)
+        df = float(spread.df)
+    elif seeds == 1:
         tau2, df = 0.0, math.inf
-    elif spread is not None and spread.df > 0:
-        tau2, df = max(_own_tau2(means, within), spread.tau2), float(spread.df)
     else:
         tau2, df = max(_own_tau2(means, within), 0.0), float(seeds - 1)
     effect = float(means.mean())
-    se = math.sqrt(max(tau2 + within, 0.0) / seeds)
+    se = math.sqrt(max(tau2 + within, 0.0) / seeds) if math.isfinite(tau2 + within) else math.nan
     half = float(t.ppf(1 - (1.0 - confidence) / 2.0, df)) * se
-    pvalue = float(t.sf(effect / se, df)) if se > 0 else (0.0 if effect > 0 else 1.0)
+    if math.isnan(effect) or math.isnan(se):
+        pvalue = math.nan
+    else:
+        pvalue = float(t.sf(effect / se, df)) if se > 0 else (0.0 if effect > 0 else 1.0)
     return Pooled(effect=effect, low=effect - half, high=effect + half, se=se, df=df, pvalue=pvalue,
                   seeds=seeds)  # fmt: skip
 
