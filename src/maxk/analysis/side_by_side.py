@@ -54,8 +54,6 @@ class Tree:
     pooled_yardstick: pd.DataFrame | None = None
     #: the across-seed report's interval settings (``confidence``), if it has one
     pooling: dict | None = None
-    #: the across-seed report's seed order (``replicates``): the order the pooled tables list them in
-    replicates: list[int] = field(default_factory=list)
 
 
 def _read(path: Path, what: str) -> pd.DataFrame:
@@ -95,7 +93,6 @@ def read_tree(results: Path) -> Tree:
             record = json.loads(provenance.read_text())
             boot = record["config"]["bootstrap"]
             tree.pooling = {"confidence": float(boot["confidence"])}
-            tree.replicates = [int(s) for s in record["seeds"].get("replicates") or []]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{provenance}: cannot read the interval settings: {exc!r}") from exc
     return tree
@@ -180,9 +177,9 @@ def pooling_of(trees: Sequence[Tree]) -> dict | None:
 
 
 def _pooled_learning(tree: Tree, seeds: Sequence[int], pooling: dict) -> dict[str, dict]:
-    """``{run: its test-set part pooled over seeds}`` (``learning_across_seeds``), the seeds in the order
-    of the tree's ``replicates`` (the order its across-seed report pooled them in), the others after."""
-    seeds = [s for s in tree.replicates if s in seeds] + sorted(set(seeds) - set(tree.replicates))
+    """``{run: its test-set part pooled over seeds}`` (``learning_across_seeds``; the random-effects
+    interval does not depend on the seeds' order)."""
+    seeds = sorted(seeds)
     learning = {s: tree.learning[s] for s in seeds}
     rows = learning_across_seeds(learning, {s: tree.differences[s] for s in seeds}, **pooling)
     return {r["run"]: r["pooled"]["test"] for r in rows if "test" in r["pooled"]}
