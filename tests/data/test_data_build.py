@@ -53,6 +53,36 @@ def test_splits_disjoint_exact_and_seeded():
     assert parts == again and parts != other
 
 
+@pytest.mark.parametrize(
+    "sizes", [{"sft": 0.6, "rl": 0.25, "heldout": 0.05, "test": 0.1}, {"a": 7, "b": 2, "c": 1}]
+)
+def test_a_split_does_not_depend_on_the_order_its_parts_are_listed_in(sizes):
+    # the pipeline hands the config over as JSON with sorted keys, `maxk data build --configfile` in the
+    # YAML's order: the same split either way (it did not, before the parts were taken in name order)
+    recs = [{"id": str(i), "tests": {"format": "stdio" if i % 4 else "call"}} for i in range(103)]
+    listed = split_records(recs, {"seed": 3, "sizes": sizes, "stratify": "format"}, [])
+    backwards = dict(reversed(list(sizes.items())))
+    assert split_records(recs, {"seed": 3, "sizes": backwards, "stratify": "format"}, []) == listed
+    assert (
+        split_records(recs, {"seed": 3, "sizes": dict(sorted(sizes.items())), "stratify": "format"}, [])
+        == listed
+    )
+
+
+def test_the_command_line_config_and_the_pipeline_s_json_build_the_same_split(tmp_path):
+    from maxk.config import load_config
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "config" / "config.yaml")
+    as_json = json.loads(json.dumps(cfg, sort_keys=True))  # what the rules hand to `maxk data build`
+    assert list(cfg["data"]["pools"]["suite"]["split"]["sizes"]) != sorted(
+        cfg["data"]["pools"]["suite"]["split"]["sizes"]
+    )
+    assert (
+        build_dataset("suite_sft", cfg)[1]["records_sha256"]
+        == build_dataset("suite_sft", as_json)[1]["records_sha256"]
+    )
+
+
 def test_expected_count_mismatch_is_loud(capsys):
     cfg = copy.deepcopy(SMALL)
     cfg["data"]["pools"]["suite"]["expected"] = {"filtered": 2766, "train": 2490, "test": 276}

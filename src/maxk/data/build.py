@@ -211,7 +211,7 @@ def _part_sizes(n: int, sizes: dict[str, float | int]) -> dict[str, int]:
         raise DataError(f"split fractions must be >= 0 and sum to <= 1, got {sizes}")
     counts = {k: math.floor(v * n) for k, v in sizes.items()}
     target = min(n, round(sum(vals) * n))
-    for k in sizes:  # hand out the rounding remainder in config order
+    for k in sizes:  # hand out the rounding remainder in the order given (split_records: by name)
         if sum(counts.values()) >= target:
             break
         counts[k] += 1
@@ -223,25 +223,32 @@ def split_records(
 ) -> dict[str, list[dict[str, Any]]]:
     """Seeded random split into named parts (exact sizes or fractions), optionally stratified.
 
-    Records keep their source order inside each part. If exact sizes exceed the pool, the sizes are
+    Parts are filled in the order of their names, whatever the order of ``split["sizes"]``. Records
+    keep their source order inside each part. If exact sizes exceed the pool, the sizes are
     scaled down proportionally with a loud warning naming both numbers; if they leave problems over,
     a warning says how many are in no part.
     """
-    sizes = dict(split["sizes"])
+    # parts in name order, never in the order a config file lists them: the pipeline hands the config
+    # over as JSON with sorted keys, ``maxk data build --configfile`` reads the YAML's order, and the
+    # split must not depend on which (the rounding remainder and the shuffled positions go in this order)
+    sizes = {part: split["sizes"][part] for part in sorted(split["sizes"])}
     seed = split.get("seed", 0)
     stratify = split.get("stratify")
     n = len(records)
     if all(isinstance(v, int) and not isinstance(v, bool) for v in sizes.values()):
         want = sum(sizes.values())
         if want > n:
-            msg = f"split needs {want} problems ({sizes}) but only {n} remain after filtering; scaling down"
+            msg = (
+                f"split needs {want} problems ({dict(split['sizes'])}) but only {n} remain after "
+                "filtering; scaling down"
+            )
             warnings.append(msg)
             warn(msg)
             sizes = {k: v / want for k, v in sizes.items()}
         else:
             if want < n:  # the paper's sizes on a larger pool: the rest is in no part, say so
                 msg = (
-                    f"split uses {want} of the {n} problems left after filtering ({sizes}); "
+                    f"split uses {want} of the {n} problems left after filtering ({dict(split['sizes'])}); "
                     f"{n - want} are in no part"
                 )
                 warnings.append(msg)
