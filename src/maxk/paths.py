@@ -301,9 +301,12 @@ def model_path(config: dict[str, Any], seed: Seed, model: str) -> str:
 
 
 def model_inputs(config: dict[str, Any], seed: Seed, model: str) -> list[str]:
-    """The model directory as a rule input when the workflow makes it (never a hub id)."""
+    """The model directory as a rule input when the workflow makes it, or when the base is a local
+    directory it reads (a shipped base: replacing it reruns what read it); never a hub id."""
     model = weights_of(model)
-    return [model_path(config, seed, model)] if model != BASE or config["base_model"]["build"] else []
+    path = model_path(config, seed, model)
+    local = model != BASE or config["base_model"]["build"] or os.path.isdir(path)
+    return [path] if local else []
 
 
 def model_revision_arg(config: dict[str, Any], model: str) -> str:

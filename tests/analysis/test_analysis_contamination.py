@@ -9,6 +9,7 @@ import pytest
 
 from maxk.analysis.contamination import (
     COLUMNS,
+    DATA_DIGEST,
     ContaminationError,
     audit,
     dataset_name,
@@ -330,6 +331,32 @@ def test_cli_overlap_and_fail_flag(work, capsys):
     # both outputs are written before failing
     assert (work / "out" / "contamination.csv").exists()
     assert "grpo on test (2)" in (work / "out" / "contamination.md").read_text()
+
+
+def test_cli_checks_the_data_digest_recorded_beside_a_model_trained_elsewhere(work, capsys):
+    # a shipped base names its SFT problems by id: the audit reads them in this config's data only if
+    # that data is the data it was trained on (data_digest.json beside its trained_on.json)
+    from maxk.data.build import read_problems, records_sha256
+
+    sft = records_sha256(read_problems(work / "data" / "sft.jsonl.gz"))
+    digest = work / "models" / "base" / DATA_DIGEST
+    write_json(digest, {"sft": {"records_sha256": sft, "count": 4}})
+    assert main(args(work, "--fail-on-overlap")) == 0
+    write_json(digest, {"sft": {"records_sha256": "f" * 64, "count": 4}})
+    assert main(args(work)) == 1
+    err = capsys.readouterr().err
+    want = f"{digest}: dataset 'sft', field 'records_sha256': ffffffffffff, but the data read here has "
+    assert want + sft[:12] in err
+    assert "rebuild it (base_model.build: true)" in err
+    write_json(digest, {"rl": {"records_sha256": sft}})  # read even when no model trained on it
+    assert main(args(work, trained=("base",))) == 1
+    assert "dataset 'rl', field 'records_sha256': ffff" not in capsys.readouterr().err
+    write_json(digest, {"other": {"records_sha256": sft}})
+    assert main(args(work)) == 1
+    assert "dataset 'other', field 'records_sha256': no --data file for it" in capsys.readouterr().err
+    write_json(digest, ["sft"])
+    assert main(args(work)) == 1
+    assert f"{digest}: not a mapping of dataset -> {{records_sha256: ...}}" in capsys.readouterr().err
 
 
 def test_cli_input_errors(work, capsys):

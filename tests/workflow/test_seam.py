@@ -121,6 +121,39 @@ def test_model_paths_follow_the_base_model_section():
     assert P.model_path(hub, 5, "grpo") == P.model_dir(5, "grpo") == P.model_inputs(hub, 5, "grpo")[0]
 
 
+def test_a_local_base_directory_is_a_rule_input_and_a_hub_id_is_not(tmp_path):
+    local = {"base_model": {"build": False, "path": str(tmp_path), "revision": None}}
+    assert P.model_path(local, 5, "base") == str(tmp_path)
+    assert P.model_inputs(local, 5, "base") == P.model_inputs(local, 5, "base_T0.7") == [str(tmp_path)]
+    missing = {"base_model": {"build": False, "path": str(tmp_path / "absent"), "revision": None}}
+    assert P.model_inputs(missing, 5, "base") == []
+
+
+def test_the_audit_reads_the_base_it_trains_or_a_local_one_with_its_record(tmp_path):
+    runs = {"grpo": {}}
+    sft = {"dataset": "suite_sft"}
+    built = {"base_model": {"build": True, "path": "x", "sft": sft}, "runs": runs}
+    hub = {"base_model": {"build": False, "path": "Org/Model", "sft": sft}, "runs": runs}
+    bare = {"base_model": {"build": False, "path": str(tmp_path), "sft": sft}, "runs": runs}
+    local_dir = tmp_path / "base"
+    local_dir.mkdir()
+    (local_dir / P.TRAINED_ON).write_text(
+        json.dumps([{"dataset": "sft_pool", "id": "a"}, {"dataset": "sft_pool", "id": "b"}])
+    )
+    local = {"base_model": {"build": False, "path": str(local_dir), "sft": sft}, "runs": runs}
+    assert targets.trained_models(built) == ["base", "grpo"]
+    assert targets.trained_models(hub) == targets.trained_models(bare) == ["grpo"]
+    assert targets.trained_models(local) == ["base", "grpo"]
+    assert P.model_path(local, 5, "base") == str(local_dir)
+    # the base's training files: the configured SFT set when built, the record's sets when local
+    assert targets.base_trained_on_datasets(built) == ["suite_sft"]
+    assert targets.base_trained_on_datasets(local) == ["sft_pool"]
+    assert targets.base_trained_on_datasets(hub) == targets.base_trained_on_datasets(bare) == []
+    (local_dir / P.TRAINED_ON).write_text("not json")  # the audit job reports it, naming the file
+    assert targets.trained_models(local) == ["base", "grpo"]
+    assert targets.base_trained_on_datasets(local) == []
+
+
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
 def test_final_targets_cover_every_declared_output(name):
     config = load_config(ROOT / "config" / name)

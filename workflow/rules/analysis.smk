@@ -311,7 +311,9 @@ rule analysis_lab:
 
 rule analysis_contamination:
     input:
-        models=lambda wc: [P.model_dir(wc.seed, m) for m in T.trained_models(config)],
+        models=lambda wc: [
+            P.model_path(config, wc.seed, m) for m in T.trained_models(config)
+        ],
         data=lambda wc: T.contamination_data(config, wc.seed),
     output:
         csv=P.contamination("{seed}", "csv"),

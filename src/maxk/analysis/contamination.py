@@ -23,7 +23,7 @@ errors are ``ContaminationError`` naming the file, the row and the field.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from maxk.data.identity import normalise_reference, normalise_statement
 __all__ = [
     "BASE",
     "COLUMNS",
+    "DATA_DIGEST",
     "DATA_SUFFIXES",
     "ContaminationError",
     "Match",
@@ -41,6 +42,7 @@ __all__ = [
     "SetIndex",
     "audit",
     "check_datasets",
+    "check_digest",
     "data_files",
     "dataset_name",
     "index_set",
@@ -150,6 +152,41 @@ def load_trained_on(path: str | Path) -> list[tuple[str, str]]:
     except json.JSONDecodeError as exc:
         raise ContaminationError(f"{path}: not valid JSON ({exc})") from None
     return parse_trained_on(obj, str(path))
+
+
+#: beside a ``trained_on.json`` made elsewhere (a shipped base): ``{dataset: {"records_sha256": ...}}``,
+#: the content digest (``maxk.data.build.records_sha256``) of each dataset its ids refer to
+DATA_DIGEST = "data_digest.json"
+
+
+def check_digest(trained_on: str | Path, digest_of: Callable[[str], str | None]) -> None:
+    """Raise unless every dataset digest recorded beside ``trained_on`` (``DATA_DIGEST``, when there is
+    one) equals ``digest_of(dataset)``, the digest of the file the audit reads for it (None: no file): a
+    model trained elsewhere names its problems by id, and ids mean the same problems only in the same
+    data."""
+    record = Path(trained_on).with_name(DATA_DIGEST)
+    if not record.is_file():
+        return
+    try:
+        recorded = json.loads(record.read_text(encoding="utf-8"))
+        wanted = {str(d): str(v["records_sha256"]) for d, v in recorded.items()}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ContaminationError(
+            f"{record}: not a mapping of dataset -> {{records_sha256: ...}} ({exc})"
+        ) from None
+    for dataset, want in wanted.items():
+        got = digest_of(dataset)
+        if got is None:
+            raise ContaminationError(
+                f"{record}: dataset {dataset!r}, field 'records_sha256': no --data file for it"
+            )
+        if got != want:
+            raise ContaminationError(
+                f"{record}: dataset {dataset!r}, field 'records_sha256': {want[:12]}, but the data read here "
+                f"has {got[:12]}: {Path(trained_on).parent} was trained on other data than this config "
+                "makes (its ids name other problems); rebuild it (base_model.build: true) or restore the "
+                "data config it was built with"
+            )
 
 
 def check_datasets(pairs: Sequence[tuple[str, str]], available: Iterable[str], file: str) -> None:

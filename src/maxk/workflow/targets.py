@@ -10,7 +10,9 @@ of those pairs of that seed and no others.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 
 from maxk import paths as P
 from maxk.analysis.claims import claim_inputs
@@ -89,17 +91,47 @@ def run_curves(config: Mapping, seed: P.Seed) -> list[str]:
     ]
 
 
+def local_base_record(config: Mapping) -> Path | None:
+    """The ``trained_on.json`` of a base model the workflow does not build but reads from a local
+    directory (``base_model.build: false`` with ``path`` a directory holding one, as the embedded
+    default's shipped ``models/base``); None when the workflow builds the base, or when ``path`` is a
+    hub id or a directory without the record (nothing to audit: the audit covers what it can read)."""
+    base = config["base_model"]
+    if base["build"]:
+        return None
+    record = Path(base["path"]) / P.TRAINED_ON
+    return record if record.is_file() else None
+
+
+def base_trained_on_datasets(config: Mapping) -> list[str]:
+    """The datasets the base model trained on, as the audit needs their files: the SFT dataset when the
+    workflow builds the base; those its ``trained_on.json`` names when it is a local directory (read
+    here; a record that does not parse is left to the audit job to report); none otherwise."""
+    if config["base_model"]["build"]:
+        return [config["base_model"]["sft"]["dataset"]]
+    record = local_base_record(config)
+    if record is None:
+        return []
+    try:
+        rows = json.loads(record.read_text(encoding="utf-8"))
+        return list(dict.fromkeys(str(r["dataset"]) for r in rows))
+    except (ValueError, TypeError, KeyError):
+        return []
+
+
 def trained_models(config: Mapping) -> list[str]:
-    """The models the workflow trains, each with a ``trained_on.json``: ``base`` when it builds it,
-    then every run (sorted)."""
-    return ([P.BASE] if config["base_model"]["build"] else []) + sorted(config["runs"])
+    """The models whose ``trained_on.json`` the audit reads: ``base`` when the workflow builds it or
+    reads it from a local directory with that record (``local_base_record``), then every run (sorted).
+    Their directories: ``maxk.paths.model_path``."""
+    audited = config["base_model"]["build"] or local_base_record(config) is not None
+    return ([P.BASE] if audited else []) + sorted(config["runs"])
 
 
 def contamination_data(config: Mapping, seed: P.Seed) -> list[str]:
-    """The dataset files the audit of ``seed``'s models reads: what they trained on (the SFT examples,
-    the seed's RL prompts, a run's own edge file where it has one) and every audited set, each once, in
-    that order."""
-    files = [P.data(config["base_model"]["sft"]["dataset"])] if config["base_model"]["build"] else []
+    """The dataset files the audit of ``seed``'s models reads: what they trained on (the base's SFT
+    examples, the seed's RL prompts, a run's own edge file where it has one) and every audited set, each
+    once, in that order."""
+    files = [P.data(d) for d in base_trained_on_datasets(config)]
     files.append(P.train_prompts(config, seed))
     files += [P.train_prompts(config, seed, run) for run in sorted(config["runs"])]  # runs' own filters
     files += [P.data(d) for d in config["analysis"]["contamination"]["audit"]]
