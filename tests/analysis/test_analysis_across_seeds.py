@@ -235,7 +235,11 @@ def test_what_each_run_learned_is_listed_per_seed_and_pooled_over_seeds():
     """Each seed's learning.csv row (test-set effect, regime) and each part pooled with the random-effects
     interval over the seeds that measured it (their per-problem values in differences.csv; the family
     of the test part is this one run)."""
-    from maxk.analysis.across_seeds import learning_across_seeds, render_learning_across_seeds
+    from maxk.analysis.across_seeds import (
+        learning_across_seeds,
+        learning_spreads,
+        render_learning_across_seeds,
+    )
 
     rng = np.random.default_rng(2)
     learning, differences, tests = {}, {}, []
@@ -268,6 +272,11 @@ def test_what_each_run_learned_is_listed_per_seed_and_pooled_over_seeds():
     learning[2].loc[0, "paper_effect"] = learning[1].loc[0, "paper_effect"] = np.nan  # not reported
     rows = learning_across_seeds(learning, differences, confidence=0.95)
     assert "paper: run - base" not in "\n".join(render_learning_across_seeds(rows, [1, 2], 3))
+    # the runs' spread between seeds, stated per part (the test part's: this one run's, 1 df)
+    spreads = learning_spreads(differences)
+    text = "\n".join(render_learning_across_seeds(rows, [1, 2], 3, spreads))
+    sd = f"{math.sqrt(seed_spread([tests]).tau2):.3f}"
+    assert sd != "0.000" and f"over the runs: test: sd {sd} (1 degrees of freedom); heldout: not " in text
 
 
 def test_the_pooled_verdict_is_a_holm_adjusted_random_effects_t_test_on_two_seeds_or_more():

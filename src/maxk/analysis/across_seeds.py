@@ -235,9 +235,15 @@ def _pooled_part(
             "detectable": detectable}  # fmt: skip
 
 
-def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], decimals: int) -> list[str]:
+def render_learning_across_seeds(
+    rows: Sequence[Mapping],
+    seeds: Sequence[int],
+    decimals: int,
+    spreads: Mapping[str, SeedSpread] | None = None,
+) -> list[str]:
     """The across-seed report's per-run section (lines): each seed's test-set effect with its interval
-    (bold: the run learned there) and regime, then each part pooled over the seeds."""
+    (bold: the run learned there) and regime, then each part pooled over the seeds; with ``spreads``
+    (``learning_spreads``), a line stating each part's spread between seeds."""
     if not rows:
         return []
     paper = any(pd.notna(row.get("paper_effect")) for r in rows for row in r["seeds"].values())
@@ -292,7 +298,18 @@ def render_learning_across_seeds(rows: Sequence[Mapping], seeds: Sequence[int], 
         "(`learning.csv`: `paper_table`).",
         "",
     ]
+    if spreads:
+        parts = [part for part in PARTS if part in spreads]
+        words = "; ".join(f"{part}: {_spread_sd(spreads[part], decimals)}" for part in parts)
+        lines += [f"The runs' spread between seeds, pooled over the runs: {words}.", ""]
     return lines
+
+
+def _spread_sd(spread: SeedSpread, decimals: int) -> str:
+    """A seed spread in words: its standard deviation and degrees of freedom (none below two seeds)."""
+    if not spread.df:
+        return "not estimable (no run measured on two seeds)"
+    return f"sd {fmt_number(math.sqrt(spread.tau2), decimals, signed=False)} ({spread.df} degrees of freedom)"
 
 
 def across_seeds(
@@ -523,7 +540,9 @@ def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float
         )
     if frame.attrs.get("instrument"):
         lines.append("")
-    lines += render_learning_across_seeds(frame.attrs.get("learning") or [], seeds, decimals)
+    lines += render_learning_across_seeds(
+        frame.attrs.get("learning") or [], seeds, decimals, frame.attrs.get("learning_spreads")
+    )
     return "\n".join(lines + render_claim_rows(frame, decimals, confidence=confidence, power=power)) + "\n"
 
 

@@ -724,6 +724,7 @@ def _across_seeds(args: argparse.Namespace) -> int:
         curve_bands,
         curves_figure,
         learning_across_seeds,
+        learning_spreads,
         render_across_seeds,
         render_yardstick_across_seeds,
     )
@@ -778,6 +779,7 @@ def _across_seeds(args: argparse.Namespace) -> int:
     table.attrs["learning"] = learning_across_seeds(
         learning, differences, confidence=confidence, power=float(ccfg["power"])
     )
+    table.attrs["learning_spreads"] = learning_spreads(differences)
     with atomic_open(args.csv) as fh:
         table.to_csv(fh, index=False, float_format="%.6g")
     if yardstick is not None:
@@ -831,6 +833,7 @@ def _contamination(args: argparse.Namespace) -> int:
         ContaminationError,
         audit,
         check_datasets,
+        check_digest,
         data_files,
         load_trained_on,
         model_name,
@@ -841,7 +844,7 @@ def _contamination(args: argparse.Namespace) -> int:
         verdict,
     )
     from maxk.cli import UserError
-    from maxk.data.build import read_problems
+    from maxk.data.build import read_problems, records_sha256
     from maxk.data.source import DataError, sha256_file
     from maxk.io import atomic_open
     from maxk.provenance import write_provenance
@@ -866,7 +869,16 @@ def _contamination(args: argparse.Namespace) -> int:
         for name in needed:
             if not files[name].exists():
                 raise UserError(f"{files[name]}: data file not found")
-        keys = {name: problem_keys(name, read_problems(files[name])) for name in needed}
+        problems = {name: read_problems(files[name]) for name in needed}
+
+        def digest_of(name: str) -> str | None:
+            if name not in problems and name in files and files[name].exists():
+                problems[name] = read_problems(files[name])
+            return records_sha256(problems[name]) if name in problems else None
+
+        for f, _ in pairs.values():
+            check_digest(f, digest_of)
+        keys = {name: problem_keys(name, problems[name]) for name in needed}
         trained = {m: training_keys(ps, keys, f) for m, (f, ps) in pairs.items()}
         rows = audit(trained, {a: list(keys[a].values()) for a in args.audit})
     except (ContaminationError, DataError) as exc:
