@@ -82,7 +82,8 @@ def test_torch_threads_of_a_command_are_the_configured_ones_whatever_the_cores(t
     one thread, 0.217 at two). Every torch rule's command now carries its configured
     `resources.<rule>.threads`, whatever Snakemake grants it; fewer cores only make it slower."""
     overlay = tmp_path / "threads.yaml"
-    overlay.write_text(yaml.safe_dump({"resources": {r: {"threads": 3} for r in TORCH_RULES[:-1]}}))
+    threads = {"resources": {r: {"threads": 3} for r in TORCH_RULES[:-1]}}
+    overlay.write_text(yaml.safe_dump({**threads, "base_model": {"build": True}}))  # the base job planned too
     one, two = (_planned(tmp_path, cores, overlay) for cores in (1, 2))
     assert set(one) == set(TORCH_RULES), set(one)  # every torch rule is planned (a rule renamed: edit here)
     for rule in TORCH_RULES:
