@@ -319,10 +319,14 @@ def test_the_pooled_verdict_is_a_holm_adjusted_random_effects_t_test_on_two_seed
     assert list(frame.loc[pooled, "pvalue_holm"]) == pytest.approx(holm(want))  # m = 3: the pooled claims
     assert frame.loc["up", "verdict"] == "holds" and frame.loc["down", "verdict"] == "does not hold"
     assert frame.loc["flat", "verdict"] == "does not hold"
-    assert frame.loc["one", "verdict"] == ONE_SEED and math.isnan(frame.loc["one", "pvalue_holm"])
-    assert frame.loc["none", "verdict"] == NOT_READ
+    # a claim read on fewer than two seeds says why each other seed is not pooled
+    why = f"seed 2: {NOT_TESTABLE}: bon_mean did not raise max@4"
+    assert frame.loc["one", "verdict"] == f"{ONE_SEED}: {why}" and math.isnan(frame.loc["one", "pvalue_holm"])
+    assert frame.loc["one", "not_pooled"] == why and frame.loc["up", "not_pooled"] == ""
+    none = "seed 1: no effect (not tested); seed 2: no effect (not tested)"
+    assert frame.loc["none", "verdict"] == f"{NOT_READ}: {none}"
     text = render_across_seeds(frame.reset_index(), 3, confidence=0.95, power=0.8)
-    assert "| pooled verdict |" in text and "| **holds** |" in text and f"| {ONE_SEED} |" in text
+    assert "| pooled verdict |" in text and "| **holds** |" in text and f"| {ONE_SEED}: seed 2: " in text
 
 
 def _gate_seed(
@@ -422,7 +426,8 @@ def test_the_learning_gate_is_read_pooled_over_the_seeds_a_claim_pools():
     assert list(frame.loc[read, "pvalue_holm"]) == pytest.approx(holm(p))
     # without the learning tables: the per-seed rule, seed 2 is not pooled for e4_vs_e1
     old = across_seeds(claims, diffs, **KW).set_index("id")
-    assert old.loc["e4_vs_e1", "pooled_seeds"] == 1 and old.loc["e4_vs_e1", "verdict"] == "read on one seed"
+    assert old.loc["e4_vs_e1", "pooled_seeds"] == 1
+    assert old.loc["e4_vs_e1", "verdict"] == "read on one seed: seed 2: not testable: e1 did not raise max@1"
     text = render_across_seeds(
         across_seeds(claims, diffs, **KW, learning=learning, gated=GATED),
         3,
@@ -441,15 +446,15 @@ def test_a_seed_is_pooled_only_where_its_instrument_works_and_every_gated_run_is
     frame = across_seeds({1: c1, 2: c2, 3: c3}, {1: d1, 2: d2, 3: d3}, **KW,
                          learning={1: l1, 2: l2, 3: l3}, gated=GATED).set_index("id")  # fmt: skip
     assert frame.loc["e4_vs_e1", "pooled_on"] == "1,2" and frame.loc["free", "pooled_on"] == "1,2"
-    assert (
-        frame.loc["off_vs_base", "pooled_on"] == "1"
-        and frame.loc["off_vs_base", "verdict"] == "read on one seed"
-    )
+    assert frame.loc["off_vs_base", "pooled_on"] == "1"
+    assert frame.loc["off_vs_base", "verdict"].startswith("read on one seed: seed 2: off out of its off-")
+    assert frame.loc["off_vs_base", "verdict"].endswith(f"; seed 3: {NOT_WORKING}")
     l2["learned"] = l2["learned"].astype(object)
     l2.loc[l2["run"] == "e1", "learned"] = math.nan  # e1 not measured on seed 2: not pooled there
     frame = across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, **KW, learning={1: l1, 2: l2},
                          gated=GATED).set_index("id")  # fmt: skip
     assert frame.loc["e4_vs_e1", "pooled_on"] == "1" and frame.loc["free", "pooled_on"] == "1,2"
+    assert frame.loc["e4_vs_e1", "not_pooled"] == "seed 2: e1's objective not measured"
     with pytest.raises(ValueError, match="go together"):
         across_seeds({1: c1, 2: c2}, {1: d1, 2: d2}, **KW, learning={1: l1, 2: l2})
     with pytest.raises(ValueError, match="learning of seeds"):

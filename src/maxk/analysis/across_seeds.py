@@ -98,8 +98,8 @@ PER_SEED = ("effect", "ci_low", "ci_high", "verdict")
 #: ``across_seeds.csv``'s columns, ``{seed}`` standing for each seed of ``replicates`` in order
 ACROSS_SEED_COLUMNS = (
     "id", "statement", "metric", *(f"{c}_{{seed}}" for c in PER_SEED), "tested_in", "holds_in",
-    "pooled_seeds", "pooled_on", "effect", "ci_low", "ci_high", "n_problems", "detectable_effect", "pvalue",
-    "gate", "paper_effect", "pvalue_holm", "verdict",
+    "pooled_seeds", "pooled_on", "not_pooled", "effect", "ci_low", "ci_high", "n_problems",
+    "detectable_effect", "pvalue", "gate", "paper_effect", "pvalue_holm", "verdict",
 )  # fmt: skip
 #: the fewest seeds a claim is read on for a pooled verdict; the pooled verdicts that are not a reading
 MIN_POOLED_SEEDS = 2
@@ -360,7 +360,7 @@ def across_seeds(
     for _, ref in first.iterrows():
         cid = ref["id"]
         row: dict[str, object] = {"id": cid, "statement": ref["statement"], "metric": ref["metric"]}
-        per_seed, counts, pooled_on, n_tested, n_holds = [], [], [], 0, 0
+        per_seed, counts, pooled_on, n_tested, n_holds, not_pooled = [], [], [], 0, 0, []
         for s in seeds:
             mine = by_id[s]
             if cid not in mine.index:
@@ -382,8 +382,12 @@ def across_seeds(
                 per_seed.append(d)
                 counts.append(d.size)
                 pooled_on.append(s)
+            else:
+                gates = gated.get(cid) if gated is not None and cid in gated else None
+                why = _not_pooled(s, r, gates, ran.get(s), usable[s])
+                not_pooled.append(why or f"seed {s}: no per-problem values")
         row.update(tested_in=n_tested, holds_in=n_holds, pooled_seeds=len(per_seed),
-                   pooled_on=",".join(map(str, pooled_on)),
+                   pooled_on=",".join(map(str, pooled_on)), not_pooled="; ".join(not_pooled),
                    n_problems=",".join(map(str, counts)))  # fmt: skip
         pooled_values[cid] = per_seed
         reasons = []
@@ -458,6 +462,40 @@ def _gateable(runs: pd.DataFrame, run: str) -> bool:
     return not _truthy(row.get("off_policy")) or _truthy(row.get("regime_ok"))
 
 
+def _gate_reason(runs: pd.DataFrame, run: str) -> str | None:
+    """Why one seed's ``learning.csv`` keeps a claim gating on ``run`` from pooling that seed (None: it
+    does not; the words of ``_gateable``'s two failures)."""
+    if _gateable(runs, run):
+        return None
+    row = runs.loc[run]
+    if pd.isna(row.get("learned")):
+        return f"{run}'s objective not measured"
+    clamped = row.get("clamped_frac")
+    share = f" ({float(clamped):.0%} of its ratios clamped)" if pd.notna(clamped) else ""
+    return f"{run} out of its off-policy regime{share}"
+
+
+def _not_pooled(
+    seed: int,
+    row: pd.Series,
+    gates: Sequence[str] | None,
+    runs: pd.DataFrame | None,
+    usable: bool,
+) -> str | None:
+    """Why claim ``row`` (one seed's ``claims.csv`` row) is not pooled on ``seed`` (None: it is, when it
+    has per-problem values): the mirror of ``across_seeds``'s rule, in words. ``gates``: the runs the
+    claim gates on (None: an ungated claim, pooled where the seed read it); ``runs``: that seed's
+    ``learning.csv`` by run; ``usable``: the seed may pool gated claims (the instrument's rule)."""
+    if pd.isna(row["effect"]):
+        return f"seed {seed}: no effect ({row['verdict']})"
+    if gates is None:
+        return None if row["verdict"] in READ else f"seed {seed}: {row['verdict']}"
+    if not usable:
+        return f"seed {seed}: {NOT_WORKING}"
+    why = [w for w in (_gate_reason(runs, g) for g in gates) if w] if runs is not None else []
+    return f"seed {seed}: {'; '.join(why)}" if why else None
+
+
 def pooled_gate(
     run: str,
     seeds: Sequence[int],
@@ -510,7 +548,8 @@ def _pooled_verdicts(
     for r in rows:
         if r["pooled_seeds"] < MIN_POOLED_SEEDS:
             r["pvalue_holm"] = math.nan
-            r["verdict"] = ONE_SEED if r["pooled_seeds"] else NOT_READ
+            kind = ONE_SEED if r["pooled_seeds"] else NOT_READ
+            r["verdict"] = f"{kind}: {r['not_pooled']}" if r.get("not_pooled") else kind
         elif r["gate"]:
             r["pvalue_holm"] = math.nan
             r["verdict"] = f"{NOT_TESTABLE}: {r['gate']}"
