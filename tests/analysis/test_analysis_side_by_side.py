@@ -203,3 +203,47 @@ def test_each_run_is_also_compared_pooled_over_the_shared_seeds(tmp_path: Path) 
     assert "| pooled: a | pooled: b | flips |" in text
     (roots[1] / "seed2" / "claims" / "differences.csv").unlink()  # a tree without a seed's differences
     assert pooling_of([read_tree(r) for r in roots]) is None
+
+
+def test_the_instrument_and_the_runs_spread_are_read_per_tree_over_the_shared_seeds(tmp_path: Path) -> None:
+    """Each shared seed's own instrument check (its claims.csv), and with two shared seeds the instrument
+    pooled (pooled_instrument, as the across-seed report reads it, over the shared seeds only) and the
+    runs' spread between them (learning_spreads): rows of "Counts per tree", "differ" where they do."""
+    import json
+    import math
+
+    import numpy as np
+
+    from maxk.analysis.across_seeds import differences_frame, learning_spreads, pooled_instrument
+    from maxk.analysis.claims import NOT_WORKING
+    from maxk.analysis.side_by_side import instrument_rows
+
+    rng = np.random.default_rng(4)
+    ids = pd.Index([f"p{i}" for i in range(80)], name="problem_id")
+    roots, diffs = [], {}
+    for name, shifts in (("a", (0.04, 0.04)), ("b", (0.0, 0.06))):  # b's seeds spread, a's agree
+        verdicts = {1: {"c1": "holds"}, 2: {"c1": NOT_WORKING if name == "b" else "holds"}}
+        root = tree(tmp_path / name / "results", {s: (verdicts[s], {"r1": True}, {}) for s in (1, 2)},
+                    pooled={"c1": "holds"})  # fmt: skip
+        for s, shift in zip((1, 2), shifts, strict=True):
+            series = {key: pd.Series(rng.normal(shift, 0.05, ids.size), index=ids)
+                      for key in ("learned:test:r1", "learned:test:r2", "instrument")}  # fmt: skip
+            diffs[(name, s)] = differences_frame(series)
+            diffs[(name, s)].to_csv(root / f"seed{s}" / "claims" / "differences.csv", index=False)
+        record = {"config": {"bootstrap": {"confidence": 0.95}}}
+        (root / "claims" / "across_seeds.csv.provenance.json").write_text(json.dumps(record))
+        roots.append(root)
+    rows = {r[0]: r[1:] for r in instrument_rows([read_tree(r) for r in roots])}
+    assert rows["instrument, seed 1"] == ["works", "works"]
+    assert rows["instrument, seed 2"] == ["works", "not working"]
+    b = {s: diffs[("b", s)] for s in (1, 2)}
+    spreads = learning_spreads(b)
+    (p,) = pooled_instrument(b, {1: True, 2: False}, confidence=0.95, spreads=spreads)
+    state = "works" if p["ok"] else "not working"
+    cell = f"{p['effect']:+.3f} [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]: {state}"
+    assert rows[f"instrument pooled, {p['what']}"][1] == cell
+    sd = math.sqrt(spreads["test"].tau2)
+    assert sd > 0.02 and rows["the runs' spread between seeds, test"][1] == f"sd {sd:.3f} (2 df)"
+    assert rows["the runs' spread between seeds, heldout"] == ["n/a", "n/a"]  # no held-out values
+    text = render([read_tree(r) for r in roots], ["a", "b"])
+    assert "| instrument, seed 2 | works | not working | differ |" in text

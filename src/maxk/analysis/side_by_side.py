@@ -14,7 +14,9 @@ lines up, for every seed the trees share:
   on each tree's ``learning.csv`` and ``differences.csv``, with the interval settings of a tree's
   across-seed report, its ``across_seeds.csv.provenance.json``): the pooled learning gate the claims
   across seeds are read through (``maxk.analysis.across_seeds``), its runs' spread between seeds pooled
-  over the shared seeds only (a tree's own report pools all of its seeds).
+  over the shared seeds only (a tree's own report pools all of its seeds);
+- the instrument check: each shared seed's own, and with two shared seeds or more, pooled over them
+  (``pooled_instrument``), with the runs' spread between them per part (``learning_spreads``).
 
 A row *flips* when its verdict (or a run's ``learned``) is not the same in every tree; effects always
 differ a little and are shown, not compared. Verdicts are compared by kind (``VERDICT_KINDS``): a "not
@@ -25,17 +27,33 @@ changing kind.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from maxk.analysis.across_seeds import NOT_READ, ONE_SEED, learning_across_seeds
+from maxk.analysis.across_seeds import (
+    NOT_READ,
+    ONE_SEED,
+    learning_across_seeds,
+    learning_spreads,
+    pooled_instrument,
+)
 from maxk.analysis.claims import NOT_TESTABLE, NOT_WORKING
-from maxk.analysis.learning import fmt_interval
+from maxk.analysis.learning import PARTS, fmt_interval
 
-__all__ = ["Tree", "claim_rows", "learning_rows", "pooling_of", "read_tree", "render", "verdict_kind"]
+__all__ = [
+    "Tree",
+    "claim_rows",
+    "instrument_rows",
+    "learning_rows",
+    "pooling_of",
+    "read_tree",
+    "render",
+    "verdict_kind",
+]
 
 #: the kinds a verdict is compared by, as the claims' and the across-seed report's verdicts begin
 VERDICT_KINDS = ("holds", "does not hold", NOT_TESTABLE, NOT_WORKING, NOT_READ, ONE_SEED)
@@ -233,6 +251,50 @@ def learning_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[dict]:
     return rows
 
 
+def instrument_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[list[str]]:
+    """The instrument check and the runs' spread between seeds, one reading per row and a cell per tree:
+    each shared seed's own check (its ``claims.csv``: works or not working), then, where ``pooling_of``
+    gives settings, each part of the instrument pooled over the shared seeds (``pooled_instrument``, its
+    interval and whether it is above zero) and the runs' spread between them (``learning_spreads``: sd
+    and degrees of freedom per part), all over the shared seeds only."""
+    seeds = shared_seeds(trees)
+    rows = []
+    for s in seeds:
+        works = [not (t.claims[s]["verdict"] == NOT_WORKING).any() for t in trees]
+        rows.append([f"instrument, seed {s}", *("works" if w else "not working" for w in works)])
+    pooling = pooling_of(trees)
+    if pooling is None:
+        return rows
+    per_tree = []
+    for t in trees:
+        diffs = {s: t.differences[s] for s in seeds}
+        works = {s: not (t.claims[s]["verdict"] == NOT_WORKING).any() for s in seeds}
+        spreads = learning_spreads(diffs)
+        parts = pooled_instrument(diffs, works, confidence=pooling["confidence"], spreads=spreads)
+        per_tree.append((parts, spreads))
+    whats = list(dict.fromkeys(p["what"] for parts, _ in per_tree for p in parts))
+    for what in whats:
+        cells = []
+        for parts, _ in per_tree:
+            p = next((q for q in parts if q["what"] == what), None)
+            if p is None:
+                cells.append("absent")
+                continue
+            text = fmt_interval(p["effect"], p["ci_low"], p["ci_high"], decimals)
+            cells.append(f"{text}: {'works' if p['ok'] else 'not working'}")
+        rows.append([f"instrument pooled, {what}", *cells])
+    for part in PARTS:
+        cells = []
+        for _, spreads in per_tree:
+            spread = spreads.get(part)
+            if spread is None or not spread.df:
+                cells.append("n/a")
+            else:
+                cells.append(f"sd {math.sqrt(spread.tau2):.{decimals}f} ({spread.df} df)")
+        rows.append([f"the runs' spread between seeds, {part}", *cells])
+    return rows
+
+
 def tally(rows: Sequence[dict], column: str, tree: int) -> str:
     """One tree's count of a column (``seed {s}`` or ``pooled``): for claims (``claim_rows``), each
     verdict kind's count ("1 holds, 6 not testable"); for runs (``learning_rows``), "k of n" learned."""
@@ -307,6 +369,10 @@ def render(trees: Sequence[Tree], labels: Sequence[str], *, decimals: int = 3) -
         for col in cols if rows else []:
             cells = [tally(rows, col, t) for t in range(len(trees))]
             counts.append([f"{what}, {col}", *cells, "" if len(set(cells)) == 1 else "differ"])
+    instrument = [
+        [*r, "" if len(set(r[1:])) == 1 else "differ"] for r in instrument_rows(trees, decimals=decimals)
+    ]
+    counts = instrument + counts
     out += ["", "## Counts per tree", ""]
     out += _table(["reading"], list(labels), counts)
     out += ["", "## What each run learned (its own objective on the test set, run - base; bold: learned)", ""]
