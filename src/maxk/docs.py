@@ -392,6 +392,7 @@ def output_columns() -> dict[str, tuple[str, ...]]:
     """Each result file's columns as the code that writes it names them, by the key of its marker in
     ``docs/outputs.md``."""
     from maxk.analysis.across_seeds import ACROSS_SEED_COLUMNS, DIFFERENCE_COLUMNS
+    from maxk.analysis.bases import COLUMNS as BASES_COLUMNS
     from maxk.analysis.claims import COLUMNS as CLAIM_COLUMNS
     from maxk.analysis.contamination import COLUMNS as CONTAMINATION_COLUMNS
     from maxk.analysis.learning import LEARNING_COLUMNS
@@ -414,6 +415,7 @@ def output_columns() -> dict[str, tuple[str, ...]]:
         "differences": DIFFERENCE_COLUMNS,
         "across_seeds": ACROSS_SEED_COLUMNS,
         "contamination": CONTAMINATION_COLUMNS,
+        "bases": BASES_COLUMNS,
     }
 
 

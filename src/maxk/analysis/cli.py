@@ -298,6 +298,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--decimals", type=int, default=3, help="decimals of the effects (default: 3)")
     q.set_defaults(handler=_side_by_side)
 
+    q = s.add_parser(
+        "bases",
+        help="the base models of results trees and base directories, one row each (no --config-json)",
+        description="One row per base model: each results/seed{seed}/models/base of every RESULTS directory "
+        "(in seed order), or a base model directory named directly (e.g. the shipped models/base): the "
+        "SHA-256 of its model.safetensors, its ATen kernel path, pass@1, mean reward and sharpen gain of its "
+        "manifest.json, the calibration items it misses, and, where its seed's directory has them, the mean "
+        "SFT loss over the last 100 steps of its curve (metrics/train/base.csv) and the RL prompts its "
+        "prompt filter kept (data/{dataset}.edge.manifest.json) (maxk.analysis.bases). Prints Markdown, or "
+        "writes it with --md.",
+    )
+    q.add_argument(
+        "results",
+        nargs="+",
+        metavar="RESULTS",
+        help="results directories (a run's results/, every seed*/models/base in it) or base model "
+        "directories (holding manifest.json)",
+    )
+    q.add_argument(
+        "--label",
+        action="append",
+        help="a name per RESULTS, in order (default: a results directory's parent directory's name, a base "
+        "directory's path)",
+    )
+    q.add_argument("--md", default=None, help="Markdown file to write (default: print)")
+    q.add_argument(
+        "--csv", default=None, help="also write the rows as CSV (the full SHA-256, values as recorded)"
+    )
+    q.add_argument(
+        "--rl-dataset",
+        default="suite_rl",
+        help="the RL pool whose edge-of-competence prompts are counted (train.dataset; default: suite_rl)",
+    )
+    q.add_argument("--decimals", type=int, default=3, help="decimals of the values (default: 3)")
+    q.set_defaults(handler=_bases)
+
 
 def _cfg(args: argparse.Namespace) -> dict:
     from maxk.cli import UserError
@@ -1052,4 +1088,35 @@ def _side_by_side(args: argparse.Namespace) -> int:
         print(f"wrote {args.md}")
     else:
         print(text, end="")
+    return 0
+
+
+def _bases(args: argparse.Namespace) -> int:
+    import csv
+    import sys
+
+    from maxk.analysis.bases import COLUMNS, base_rows, csv_record, render_markdown
+    from maxk.cli import UserError
+    from maxk.io import atomic_open
+
+    if args.label and len(args.label) != len(args.results):
+        raise UserError(f"bases: {len(args.results)} RESULTS but {len(args.label)} --label")
+    try:
+        rows = base_rows(args.results, args.label, rl_dataset=args.rl_dataset)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    text = render_markdown(rows, decimals=args.decimals, rl_dataset=args.rl_dataset)
+    if args.csv:
+        with atomic_open(args.csv, newline="") as fh:  # nothing half-written on failure
+            writer = csv.DictWriter(fh, fieldnames=list(COLUMNS), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(csv_record(r) for r in rows)
+    if args.md:
+        with atomic_open(args.md) as fh:
+            fh.write(text)
+        print(f"wrote {args.md}" + (f" and {args.csv}" if args.csv else ""))
+    else:
+        print(text, end="")
+        if args.csv:  # stdout stays the Markdown
+            print(f"wrote {args.csv}", file=sys.stderr)
     return 0
