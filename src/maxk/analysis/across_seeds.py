@@ -86,6 +86,7 @@ __all__ = [
     "pooled_instrument",
     "render_across_seeds",
     "render_claim_rows",
+    "render_learned_in",
     "render_learning_across_seeds",
     "render_yardstick_across_seeds",
 ]
@@ -303,6 +304,31 @@ def render_learning_across_seeds(
         words = "; ".join(f"{part}: {_spread_sd(spreads[part], decimals)}" for part in parts)
         lines += [f"The runs' spread between seeds, pooled over the runs: {words}.", ""]
     return lines
+
+
+def render_learned_in(rows: Sequence[Mapping], seeds: Sequence[int]) -> list[str]:
+    """One line per run of ``learning_across_seeds``' ``rows``: on how many of ``seeds`` that measured its
+    test set its interval there is above zero (the run learned there; which seeds), the seeds that did not
+    measure it, and whether its test set pooled over them is above zero (``maxk analyze learning`` on
+    several seeds; the across-seed report has no such lines)."""
+    lines = []
+    for r in rows:
+        measured = [s for s in seeds if s in r["seeds"] and pd.notna(r["seeds"][s].get("test_effect"))]
+        above = [s for s in measured if float(r["seeds"][s]["test_ci_low"]) > 0]
+        words = f"- `{r['run']}` ({r['objective']}, test set): above zero on {len(above)} of {len(measured)}"
+        words += " seeds" if len(measured) != 1 else " seed"
+        words += f" ({', '.join(map(str, above))})" if above else ""
+        unmeasured = [s for s in seeds if s not in measured]
+        if unmeasured:
+            words += f"; not measured on seed {', '.join(map(str, unmeasured))}"
+        test = r["pooled"].get("test")
+        if test:
+            where = "above zero" if test["ci_low"] > 0 else "not above zero"
+            words += f"; pooled over {test['seeds']} seeds: {where}"
+        lines.append(words)
+    if not lines:
+        return []
+    return ["Seeds where each run learned (its test-set interval above zero):", "", *lines, ""]
 
 
 def _spread_sd(spread: SeedSpread, decimals: int) -> str:

@@ -251,20 +251,29 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     q = s.add_parser(
         "learning",
-        help="what named runs learned, as the claims job reads it, from one seed's results "
+        help="what named runs learned, as the claims job reads it, from one seed's results or several "
         "(no --config-json)",
         description="For each RUN: its own objective on the unseen test set (run - base, paired interval, "
         "the smallest effect it detects, the paper's own effect), on the held-out pool and on its own "
         "training prompts (last - first), its off-policy regime, the base at its best temperature, and why "
         "a claim on it could not be read (maxk.analysis.learning: the claims job's learning.csv, for any "
         "run, a probe's included). The runs' settings come from the config files (--configfile, as given "
-        "to snakemake: a probe's overlay names its runs); the bootstrap seed is the results directory's.",
+        "to snakemake: a probe's overlay names its runs); the bootstrap seed is the results directory's. "
+        "With several --results, the across-seed report's per-run section for these runs instead "
+        "(maxk.analysis.across_seeds.render_learning_across_seeds).",
     )
     q.add_argument("runs", nargs="+", metavar="RUN", help="run names (RESULTS/metrics/{run}/)")
     q.add_argument(
         "--results",
+        action="append",
         default=None,
-        help="one seed's results directory, results/seed{seed} (default: the only one under results/)",
+        help="one seed's results directory, results/seed{seed} (default: the only one under results/); "
+        "repeat it for several seeds: each seed's table is computed as for one, then printed as the "
+        "across-seed report's per-run section: each seed's test-set effect (bold: above zero) and regime, "
+        "each part pooled over the seeds that measured it (random-effects t interval, the seed spread "
+        "pooled over the RUNs named here, and the detectable effect; confidence and power of the config's "
+        "claims), the runs' spread between seeds, and per run on how many seeds its test-set interval is "
+        "above zero; a RUN without metrics on a seed is not measured there",
     )
     q.add_argument(
         "--configfile",
@@ -274,7 +283,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the config files the runs were trained with, in snakemake's order "
         "(default: config/config.yaml)",
     )
-    q.add_argument("--csv", default=None, help="also write the table (learning.csv's columns) here")
+    q.add_argument(
+        "--csv",
+        default=None,
+        help="also write the table (learning.csv's columns) here; with several --results, every seed's "
+        "rows, a first column `seed` naming each row's",
+    )
     q.set_defaults(handler=_learning)
 
     q = s.add_parser(
@@ -946,17 +960,19 @@ def _contamination(args: argparse.Namespace) -> int:
 
 
 def _learning(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from maxk.analysis.learning import claims_config, learning_table, render_learning, yardstick_models
-    from maxk.analysis.paper_results import paper_lookup
+    from maxk.analysis.learning import claims_config, render_learning
     from maxk.cli import UserError
     from maxk.config import ConfigError, load_config
-    from maxk.paths import BASE, seed_of
+    from maxk.paths import seed_of
 
-    root = Path(args.results) if args.results else _only_seed_dir()
+    roots = [Path(r) for r in args.results] if args.results else [_only_seed_dir()]
+    seeds: dict[int, Path] = {}
     try:
-        seed = seed_of(str(root.resolve()))
+        for root in roots:
+            seed = seed_of(str(root.resolve()))
+            if seed in seeds:
+                raise UserError(f"--results: two directories of seed {seed}: {seeds[seed]} and {root}")
+            seeds[seed] = root
         config = load_config(*args.configfile)
     except (ValueError, ConfigError) as exc:
         raise UserError(f"--results/--configfile: {exc}") from exc
@@ -967,29 +983,10 @@ def _learning(args: argparse.Namespace) -> int:
         raise UserError(
             f"{unknown}: no such run in {files} (a probe's runs: add its overlay with --configfile)"
         )
-    dataset = cfg["claims"]["dataset"]
-
-    def metrics(model: str) -> pd.DataFrame | None:
-        path = root / "metrics" / model / f"{dataset}.parquet"
-        return pd.read_parquet(path) if path.exists() else None
-
-    frames = {(m, dataset): metrics(m) for m in (BASE, *args.runs, *yardstick_models(cfg))}
-    missing = [m for (m, _), f in frames.items() if f is None and m in (BASE, *args.runs)]
-    if missing:
-        raise UserError(
-            f"{root}/metrics: no {dataset} metrics of {missing} (run the pipeline up to them first)"
-        )
-    if any(f is None for f in frames.values()):  # the yardstick's models not generated here: no yardstick
-        cfg["claims"] = {**cfg["claims"], "yardstick_temperatures": []}
-    train = {r: pd.read_csv(root / "metrics" / "train" / f"{r}.csv") for r in args.runs
-             if (root / "metrics" / "train" / f"{r}.csv").exists()}  # fmt: skip
-    runs = {r: cfg["runs"][r] for r in args.runs}
-    cfg = {**cfg, "models": {m: m for m in (BASE, *args.runs)}, "runs": runs}
-    found = {k: f for k, f in frames.items() if f is not None}
-    try:
-        table = learning_table(cfg, found, train, seed=seed, paper_lookup=paper_lookup)
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
+    if len(seeds) > 1:
+        return _learning_across_seeds(args, cfg, seeds)
+    ((seed, root),) = seeds.items()
+    table = _learning_of_seed(cfg, root, seed, args.runs, every_run=True)
     if args.csv:
         from maxk.io import atomic_open
 
@@ -1000,6 +997,108 @@ def _learning(args: argparse.Namespace) -> int:
                             power=float(cfg["claims"]["power"]),
                             paper_dataset=cfg["claims"].get("paper_dataset"))  # fmt: skip
     print("\n".join(lines))
+    return 0
+
+
+def _learning_of_seed(
+    cfg: dict, root: Path, seed: int, runs: Sequence[str], *, every_run: bool, differences: dict | None = None
+):
+    """One seed's learning table of ``runs`` (``learning_table`` on the claims' config ``cfg``, the seed's
+    metrics under ``root``), ``differences`` filled as the claims job fills it. ``every_run``: a run
+    without test-set metrics is an error; else its test set is left not measured (the base's never is)."""
+    import pandas as pd
+
+    from maxk.analysis.learning import learning_table, yardstick_models
+    from maxk.analysis.paper_results import paper_lookup
+    from maxk.cli import UserError
+    from maxk.paths import BASE
+
+    dataset = cfg["claims"]["dataset"]
+
+    def metrics(model: str) -> pd.DataFrame | None:
+        path = root / "metrics" / model / f"{dataset}.parquet"
+        return _read_table(path, pd.read_parquet) if path.exists() else None
+
+    frames = {(m, dataset): metrics(m) for m in (BASE, *runs, *yardstick_models(cfg))}
+    missing = [m for (m, _), f in frames.items() if f is None and m in (BASE, *runs)]
+    if missing and every_run:
+        raise UserError(
+            f"{root}/metrics: no {dataset} metrics of {missing} (run the pipeline up to them first)"
+        )
+    if BASE in missing:
+        path = root / "metrics" / BASE / f"{dataset}.parquet"
+        raise UserError(f"{path}: not found: seed {seed} has no base metrics (run the pipeline up to them)")
+    if any(f is None for f in frames.values()):  # the yardstick's models not generated here: no yardstick
+        cfg = {**cfg, "claims": {**cfg["claims"], "yardstick_temperatures": []}}
+    csvs = {r: root / "metrics" / "train" / f"{r}.csv" for r in runs}
+    train = {r: _read_table(f, pd.read_csv) for r, f in csvs.items() if f.exists()}
+    cfg = {**cfg, "models": {m: m for m in (BASE, *runs)}, "runs": {r: cfg["runs"][r] for r in runs}}
+    found = {k: f for k, f in frames.items() if f is not None}
+    try:
+        table = learning_table(
+            cfg, found, train, seed=seed, differences=differences, paper_lookup=paper_lookup
+        )
+    except ValueError as exc:
+        raise UserError(f"{root}: {exc}" if not every_run else str(exc)) from exc
+    return table
+
+
+def _read_table(path: Path, reader):
+    """``reader(path)``, a file that cannot be read named in the error."""
+    from maxk.cli import UserError
+
+    try:
+        return reader(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid and pandas' ParserError are ValueErrors
+        raise UserError(f"{path}: cannot be read ({type(exc).__name__}: {exc})") from exc
+
+
+def _learning_across_seeds(args: argparse.Namespace, cfg: dict, seeds: dict[int, Path]) -> int:
+    """``maxk analyze learning`` on several seeds: each seed's table as on one, then the across-seed
+    report's per-run section of those runs (``render_learning_across_seeds``, with the runs' spread) and
+    on how many seeds each run learned (``render_learned_in``)."""
+    import pandas as pd
+
+    from maxk.analysis.across_seeds import (
+        differences_frame,
+        learning_across_seeds,
+        learning_spreads,
+        render_learned_in,
+        render_learning_across_seeds,
+    )
+    from maxk.cli import UserError
+
+    dataset = cfg["claims"]["dataset"]
+    absent = [str(root) for root in seeds.values() if not root.is_dir()]
+    if absent:
+        raise UserError(f"--results {', '.join(absent)}: no such directory")
+
+    def anywhere(run: str) -> bool:
+        return any((root / "metrics" / run / f"{dataset}.parquet").exists() for root in seeds.values())
+
+    never = [r for r in args.runs if not anywhere(r)]
+    if never:
+        listed = ", ".join(str(r) for r in seeds.values())
+        raise UserError(
+            f"no {dataset} metrics of {never} under any --results ({listed}; run the pipeline first)"
+        )
+    learning, differences = {}, {}
+    for seed, root in seeds.items():
+        found: dict[str, pd.Series] = {}
+        learning[seed] = _learning_of_seed(cfg, root, seed, args.runs, every_run=False, differences=found)
+        differences[seed] = differences_frame(found)
+    if args.csv:
+        from maxk.io import atomic_open
+
+        frame = pd.concat([t.assign(seed=s) for s, t in learning.items()], ignore_index=True)
+        frame = frame[["seed", *(c for c in frame.columns if c != "seed")]]
+        with atomic_open(args.csv) as fh:
+            frame.to_csv(fh, index=False, float_format="%.6g")
+    boot, power = cfg["bootstrap"], float(cfg["claims"]["power"])
+    rows = learning_across_seeds(learning, differences, confidence=float(boot["confidence"]), power=power)
+    decimals, order = int(cfg["decimals"]), list(seeds)
+    lines = render_learning_across_seeds(rows, order, decimals, learning_spreads(differences))
+    print("\n".join([*lines, *render_learned_in(rows, order)]))
     return 0
 
 
