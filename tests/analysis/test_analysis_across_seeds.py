@@ -510,3 +510,37 @@ def test_across_seeds_the_instrument_gates_pooled_and_every_seed_is_pooled_where
     # one seed: its own check, as before
     alone = across_seeds({3: claims[3]}, {3: diffs[3]}, **KW, learning={3: learning[3]}, gated=GATED)
     assert not alone.attrs["instrument_pooled"] and (alone["pooled_seeds"] == 0).all()
+
+
+def test_a_claim_not_shown_to_hold_is_undecided_where_the_pool_could_have_missed_the_paper_s_effect():
+    """Not holding is evidence against the paper's claim only where the pool would have found the
+    paper's own effect: where its smallest detectable effect is above the paper's, the verdict says so
+    ("undecided") instead of "does not hold"; a claim that holds, one the pool can judge, and one the
+    paper gives no effect for keep their verdicts."""
+    from maxk.analysis.across_seeds import UNDECIDED
+
+    rng = np.random.default_rng(21)
+    ids = pd.Index([f"p{i:03d}" for i in range(60)], name="problem_id")
+    specs = {"up": (0.10, 0.001), "small": (0.0, 0.001), "large": (0.0, 0.5), "none": (0.0, math.nan)}
+    claims, differences = {}, {}
+    for s in (1, 2):
+        rows, series = [], {}
+        for cid, (shift, paper) in specs.items():
+            d = rng.normal(shift, 0.1, size=ids.size)
+            series[cid] = pd.Series(d, index=ids)
+            rows.append({"id": cid, "statement": cid, "metric": "max", "effect": d.mean(), "ci_low": 0.0,
+                         "ci_high": 0.0, "paper_effect": paper, "verdict": "does not hold"})  # fmt: skip
+        claims[s], differences[s] = pd.DataFrame(rows), differences_frame(series)
+    frame = across_seeds(claims, differences, **KW).set_index("id")
+    assert frame.loc["up", "verdict"] == "holds"
+    small = frame.loc["small"]
+    assert small["detectable_effect"] > 0.001
+    assert small["verdict"] == (
+        f"{UNDECIDED}: not shown to hold, but the pool detects {small['detectable_effect']:.3f} with the "
+        "claims' power and the paper's effect is +0.001 (more seeds or problems decide it)"
+    )
+    assert frame.loc["large", "detectable_effect"] < 0.5 and frame.loc["large", "verdict"] == "does not hold"
+    assert frame.loc["none", "verdict"] == "does not hold"
+    from maxk.analysis.side_by_side import verdict_kind
+
+    assert verdict_kind(small["verdict"]) == UNDECIDED

@@ -41,9 +41,12 @@ each claim:
 - **the pooled verdict** (``verdict``): on a claim read on at least ``MIN_POOLED_SEEDS`` seeds, the
   one-sided t-test p-value of "effect <= 0" (``pvalue``), Holm-adjusted across the claims pooled on that
   many seeds whose pooled gate passes (``pvalue_holm``); "holds" where the effect is positive and
-  ``pvalue_holm < alpha``, else "does not hold". A claim pooled on one seed only has no pooled verdict
-  ("read on one seed": that seed's verdict stands alone); one pooled on none, "not read" (every seed's
-  instrument failed, or a run it gates on was never measured or never in its regime). Beside it,
+  ``pvalue_holm < alpha``; else "undecided" where the paper reports a positive effect below the pool's
+  ``detectable_effect`` (the pool could have missed the paper's own effect: "does not hold" would claim
+  more than it shows; since 2026-11-29), else "does not hold". A claim pooled on one seed only has no
+  pooled verdict ("read on one seed": that seed's verdict stands alone); one pooled on none, "not read"
+  (every seed's instrument failed, or a run it gates on was never measured or never in its regime; each
+  seed's reason follows). Beside it,
   ``holds_in`` says on how many seeds it held on its own.
 
 Before the claims, the instrument check pooled over **every** seed (``pooled_instrument``): each of
@@ -78,6 +81,7 @@ from maxk.analysis.stats import Pooled, SeedSpread, holm, random_effects_interva
 __all__ = [
     "ACROSS_SEED_COLUMNS",
     "DIFFERENCE_COLUMNS",
+    "UNDECIDED",
     "across_seeds",
     "curve_bands",
     "differences_frame",
@@ -105,6 +109,9 @@ ACROSS_SEED_COLUMNS = (
 #: the fewest seeds a claim is read on for a pooled verdict; the pooled verdicts that are not a reading
 MIN_POOLED_SEEDS = 2
 ONE_SEED, NOT_READ = "read on one seed", "not read"
+#: a pooled claim that does not hold where the pool could not have found the paper's own effect: its
+#: smallest detectable effect is above the paper's, so "does not hold" would claim more than it shows
+UNDECIDED = "undecided"
 #: the family of runs' effects (a part of ``PARTS``) whose seed spread each instrument part shares
 INSTRUMENT_FAMILY = {"instrument": "test", "instrument_heldout": "heldout"}
 
@@ -553,6 +560,22 @@ def pooled_gate(
     )
 
 
+def _underpowered(row: Mapping) -> str | None:
+    """``UNDECIDED`` with its reason where a claim not shown to hold could not have been: the paper
+    reports a positive effect and the pool's smallest detectable effect (``detectable_effect``: with
+    the claims' power at their Holm worst-case level) is above it, so the pool may miss the paper's own
+    effect; None where the pool detects it, or the paper has none to compare with."""
+    paper, detectable = row.get("paper_effect"), row.get("detectable_effect")
+    if paper is None or detectable is None or not (math.isfinite(paper) and math.isfinite(detectable)):
+        return None
+    if paper <= 0 or detectable <= paper:
+        return None
+    return (
+        f"{UNDECIDED}: not shown to hold, but the pool detects {detectable:.3f} with the claims' power and "
+        f"the paper's effect is {paper:+.3f} (more seeds or problems decide it)"
+    )
+
+
 def _pooled_verdicts(
     rows: list[dict],
     alpha: float,
@@ -570,7 +593,10 @@ def _pooled_verdicts(
     pooled = [r for r in rows if r["pooled_seeds"] >= MIN_POOLED_SEEDS and not r["gate"]]
     for r, p in zip(pooled, holm([r["pvalue"] for r in pooled]), strict=True):
         r["pvalue_holm"] = p
-        r["verdict"] = "holds" if r["effect"] > 0 and p < alpha else "does not hold"
+        if r["effect"] > 0 and p < alpha:
+            r["verdict"] = "holds"
+        else:
+            r["verdict"] = _underpowered(r) or "does not hold"
     for r in rows:
         if r["pooled_seeds"] < MIN_POOLED_SEEDS:
             r["pvalue_holm"] = math.nan
@@ -691,7 +717,9 @@ def render_claim_rows(frame: pd.DataFrame, decimals: int, *, confidence: float, 
         "where a run it compares did not raise its own objective pooled over the same seeds (the run "
         "and its pooled interval are named); else holds when the pooled effect is positive and its "
         "one-sided t-test p-value, Holm-adjusted across the claims read pooled, is below "
-        f"the claims' alpha; '{NOT_WORKING} pooled ...': the instrument's pooled interval is not above "
+        f"the claims' alpha, '{UNDECIDED}' where it is not and the pool's detectable effect is above the "
+        "paper's (the pool could have missed the paper's own effect), else does not hold; "
+        f"'{NOT_WORKING} pooled ...': the instrument's pooled interval is not above "
         f"zero; '{ONE_SEED}': that seed's verdict stands alone; '{NOT_READ}': no seed "
         "could read it. "
         "detectable: the smallest true effect a "

@@ -37,6 +37,7 @@ import pandas as pd
 from maxk.analysis.across_seeds import (
     NOT_READ,
     ONE_SEED,
+    UNDECIDED,
     learning_across_seeds,
     learning_spreads,
     pooled_instrument,
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 #: the kinds a verdict is compared by, as the claims' and the across-seed report's verdicts begin
-VERDICT_KINDS = ("holds", "does not hold", NOT_TESTABLE, NOT_WORKING, NOT_READ, ONE_SEED)
+VERDICT_KINDS = ("holds", "does not hold", UNDECIDED, NOT_TESTABLE, NOT_WORKING, NOT_READ, ONE_SEED)
 
 
 @dataclass
@@ -251,17 +252,21 @@ def learning_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[dict]:
     return rows
 
 
-def instrument_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[list[str]]:
+def instrument_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[tuple[list[str], list[str] | None]]:
     """The instrument check and the runs' spread between seeds, one reading per row and a cell per tree:
     each shared seed's own check (its ``claims.csv``: works or not working), then, where ``pooling_of``
     gives settings, each part of the instrument pooled over the shared seeds (``pooled_instrument``, its
     interval and whether it is above zero) and the runs' spread between them (``learning_spreads``: sd
-    and degrees of freedom per part), all over the shared seeds only."""
+    and degrees of freedom per part), all over the shared seeds only. Each row comes with what is
+    compared between the trees: the verdicts (works or not working), or None for the spreads (numbers,
+    shown and not compared)."""
     seeds = shared_seeds(trees)
-    rows = []
+    rows: list[tuple[list[str], list[str] | None]] = []
     for s in seeds:
-        works = [not (t.claims[s]["verdict"] == NOT_WORKING).any() for t in trees]
-        rows.append([f"instrument, seed {s}", *("works" if w else "not working" for w in works)])
+        states = [
+            "works" if not (t.claims[s]["verdict"] == NOT_WORKING).any() else "not working" for t in trees
+        ]
+        rows.append(([f"instrument, seed {s}", *states], states))
     pooling = pooling_of(trees)
     if pooling is None:
         return rows
@@ -274,15 +279,13 @@ def instrument_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[list[st
         per_tree.append((parts, spreads))
     whats = list(dict.fromkeys(p["what"] for parts, _ in per_tree for p in parts))
     for what in whats:
-        cells = []
+        cells, states = [], []
         for parts, _ in per_tree:
             p = next((q for q in parts if q["what"] == what), None)
-            if p is None:
-                cells.append("absent")
-                continue
-            text = fmt_interval(p["effect"], p["ci_low"], p["ci_high"], decimals)
-            cells.append(f"{text}: {'works' if p['ok'] else 'not working'}")
-        rows.append([f"instrument pooled, {what}", *cells])
+            states.append("absent" if p is None else "works" if p["ok"] else "not working")
+            text = "" if p is None else f"{fmt_interval(p['effect'], p['ci_low'], p['ci_high'], decimals)}: "
+            cells.append(text + states[-1])
+        rows.append(([f"instrument pooled, {what}", *cells], states))
     for part in PARTS:
         cells = []
         for _, spreads in per_tree:
@@ -291,7 +294,7 @@ def instrument_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[list[st
                 cells.append("n/a")
             else:
                 cells.append(f"sd {math.sqrt(spread.tau2):.{decimals}f} ({spread.df} df)")
-        rows.append([f"the runs' spread between seeds, {part}", *cells])
+        rows.append(([f"the runs' spread between seeds, {part}", *cells], None))
     return rows
 
 
@@ -369,10 +372,8 @@ def render(trees: Sequence[Tree], labels: Sequence[str], *, decimals: int = 3) -
         for col in cols if rows else []:
             cells = [tally(rows, col, t) for t in range(len(trees))]
             counts.append([f"{what}, {col}", *cells, "" if len(set(cells)) == 1 else "differ"])
-    instrument = [
-        [*r, "" if len(set(r[1:])) == 1 else "differ"] for r in instrument_rows(trees, decimals=decimals)
-    ]
-    counts = instrument + counts
+    readings = instrument_rows(trees, decimals=decimals)
+    counts = [[*r, "" if k is None or len(set(k)) == 1 else "differ"] for r, k in readings] + counts
     out += ["", "## Counts per tree", ""]
     out += _table(["reading"], list(labels), counts)
     out += ["", "## What each run learned (its own objective on the test set, run - base; bold: learned)", ""]
