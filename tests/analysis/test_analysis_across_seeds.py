@@ -18,6 +18,7 @@ from maxk.analysis.across_seeds import (
     differences_frame,
     pooled_instrument,
     render_across_seeds,
+    series_of,
 )
 from maxk.analysis.claims import NOT_TESTABLE, NOT_WORKING
 from maxk.analysis.stats import random_effects_interval, seed_spread
@@ -537,8 +538,19 @@ def test_a_claim_not_shown_to_hold_is_undecided_where_the_pool_could_have_missed
     assert small["detectable_effect"] > 0.001
     assert small["verdict"] == (
         f"{UNDECIDED}: not shown to hold, but the pool detects {small['detectable_effect']:.3f} with the "
-        "claims' power and the paper's effect is +0.001 (more seeds or problems decide it)"
+        "claims' power and the paper's effect is +0.001 (finding it needs more than 100 seeds like these, or "
+        "more problems)"
     )
+    # a paper effect within reach of more seeds: the verdict names how many (Pooled.seeds_for)
+    for s in (1, 2):
+        claims[s].loc[claims[s]["id"] == "small", "paper_effect"] = 0.03
+    small = across_seeds(claims, differences, **KW).set_index("id").loc["small"]
+    spread = seed_spread([series_of(differences[s], c) for s in (1, 2)] for c in specs)
+    pooled = random_effects_interval([series_of(differences[s], "small") for s in (1, 2)], confidence=0.95,
+                                     spread=spread)  # fmt: skip
+    seeds = pooled.seeds_for(0.03, alpha=0.05 / 4, power=0.8, members=spread.members)
+    assert small["detectable_effect"] > 0.03 and 2 < seeds <= 100
+    assert small["verdict"].endswith(f"is +0.030 (finding it needs about {seeds} seeds like these)")
     assert frame.loc["large", "detectable_effect"] < 0.5 and frame.loc["large", "verdict"] == "does not hold"
     assert frame.loc["none", "verdict"] == "does not hold"
     from maxk.analysis.side_by_side import verdict_kind

@@ -436,10 +436,16 @@ def across_seeds(
         rows.append(row)
     # the claims share one seed spread, pooled over every claim read on two seeds or more
     spread = seed_spread(v for v in pooled_values.values() if len(v) >= MIN_POOLED_SEEDS)
+    need: dict[str, int | None] = {}  # the seeds the paper's own effect needs, where the pool reads one
     for row in rows:
         row.update(_claim_effect(pooled_values[row["id"]], spread, confidence=confidence, alpha=alpha / m,
                                  power=power))  # fmt: skip
-    _pooled_verdicts(rows, alpha, blocked, gated)
+        paper, values = float(row["paper_effect"]), pooled_values[row["id"]]
+        if len(values) >= MIN_POOLED_SEEDS and paper > 0:  # NaN: no paper effect
+            pooled = random_effects_interval(values, confidence=confidence, spread=spread)
+            members = spread.members or 1
+            need[row["id"]] = pooled.seeds_for(paper, alpha=alpha / m, power=power, members=members)
+    _pooled_verdicts(rows, alpha, blocked, gated, need)
     columns = [c for name in ACROSS_SEED_COLUMNS
                for c in ([name.format(seed=s) for s in seeds] if "{seed}" in name else [name])]  # fmt: skip
     if rows and set(rows[0]) != set(columns):  # a column added to one and not the other
@@ -560,19 +566,25 @@ def pooled_gate(
     )
 
 
-def _underpowered(row: Mapping) -> str | None:
+def _underpowered(row: Mapping, seeds_needed: int | None = None) -> str | None:
     """``UNDECIDED`` with its reason where a claim not shown to hold could not have been: the paper
     reports a positive effect and the pool's smallest detectable effect (``detectable_effect``: with
     the claims' power at their Holm worst-case level) is above it, so the pool may miss the paper's own
-    effect; None where the pool detects it, or the paper has none to compare with."""
+    effect; None where the pool detects it, or the paper has none to compare with. ``seeds_needed``: the
+    seeds on which the paper's effect would be found so (``Pooled.seeds_for``; None: more than 100)."""
     paper, detectable = row.get("paper_effect"), row.get("detectable_effect")
     if paper is None or detectable is None or not (math.isfinite(paper) and math.isfinite(detectable)):
         return None
     if paper <= 0 or detectable <= paper:
         return None
+    need = (
+        f"about {seeds_needed} seeds like these"
+        if seeds_needed
+        else "more than 100 seeds like these, or more problems"
+    )
     return (
         f"{UNDECIDED}: not shown to hold, but the pool detects {detectable:.3f} with the claims' power and "
-        f"the paper's effect is {paper:+.3f} (more seeds or problems decide it)"
+        f"the paper's effect is {paper:+.3f} (finding it needs {need})"
     )
 
 
@@ -581,9 +593,11 @@ def _pooled_verdicts(
     alpha: float,
     blocked: str | None = None,
     gated: Mapping[str, Sequence[str]] | None = None,
+    need: Mapping[str, int | None] | None = None,
 ) -> None:
     """``pvalue_holm`` and ``verdict`` of each row (see the module docstring), in place. ``blocked``
-    (``instrument_gate``): every claim ``gated`` names reads it instead of a verdict."""
+    (``instrument_gate``): every claim ``gated`` names reads it instead of a verdict; ``need``: the seeds
+    each claim's paper effect needs (``_underpowered``)."""
     if blocked:
         for r in rows:
             if r["id"] in (gated or {}):
@@ -596,7 +610,7 @@ def _pooled_verdicts(
         if r["effect"] > 0 and p < alpha:
             r["verdict"] = "holds"
         else:
-            r["verdict"] = _underpowered(r) or "does not hold"
+            r["verdict"] = _underpowered(r, (need or {}).get(r["id"])) or "does not hold"
     for r in rows:
         if r["pooled_seeds"] < MIN_POOLED_SEEDS:
             r["pvalue_holm"] = math.nan
