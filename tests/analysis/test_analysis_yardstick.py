@@ -157,8 +157,12 @@ def test_a_tempered_base_is_the_base_s_weights_sampled_at_its_own_temperature():
     assert P.tempered(0.85) == "base_T0.85" and P.temperature_of("base_T0.85") == 0.85
     assert P.temperature_of("base") is None and P.temperature_of("base_Tx") is None
     assert P.weights_of("base_T0.7") == "base" and P.weights_of("bon_mean") == "bon_mean"
-    assert P.model_path(config, 3, "base_T0.7") == P.model_path(config, 3, "base") == P.model_dir(3, "base")
-    assert P.model_inputs(config, 3, "base_T0.7") == [P.model_dir(3, "base")]
+    # the default's shipped base, and a base built per seed: the tempered base reads the same weights
+    shipped = config["base_model"]["path"]
+    assert P.model_path(config, 3, "base_T0.7") == P.model_path(config, 3, "base") == shipped
+    built = {**config, "base_model": {**config["base_model"], "build": True}}
+    assert P.model_path(built, 3, "base_T0.7") == P.model_path(built, 3, "base") == P.model_dir(3, "base")
+    assert P.model_inputs(built, 3, "base_T0.7") == [P.model_dir(3, "base")]
     tempered = json.loads(slices.config_json(config, "generate_shard", "base_T0.7", seed=3))
     plain = json.loads(slices.config_json(config, "generate_shard", "base", seed=3))
     assert tempered["generate"]["temperature"] == 0.7 and plain["generate"] == config["generate"]

@@ -32,15 +32,16 @@ def test_paper_dag_shards_merge_and_gpus():
     assert f"maxk generate merge --output {P.samples(1234, 'base', 'codecontests_test')}" in out
 
 
-def test_default_dag_builds_base_and_run_models_first():
+def test_default_dag_reads_the_shipped_base_and_trains_run_models_first():
     res = _dry_run(P.samples(1234, "base", "suite_test"), P.samples(1234, "grpo_continuous", "humaneval"))
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
-    for rule in ("base_model", "train", "generate_shard"):
+    for rule in ("train", "generate_shard"):
         assert f"rule {rule}:" in out, rule
+    assert "rule base_model:" not in out  # the default reads models/base; it builds none
     # one shard (the default): the shard job writes the final file, no merge job
     assert "rule merge_samples:" not in out
     assert "--shard 0 --num-shards 1" in out and f"--output {P.samples(1234, 'base', 'suite_test')}" in out
-    assert "--model-path results/seed1234/models/base --model-name base" in out
+    assert "--model-path models/base --model-name base" in out
     assert "--model-path results/seed1234/models/grpo_continuous --model-name grpo_continuous" in out
     assert "gpu=" not in out  # transformers backend on CPU: no GPU requested (a gpu resource only when > 0)
