@@ -24,10 +24,24 @@ def _tree(root: Path, seed: int) -> Path:
     return res
 
 
-def test_a_named_run_is_read_as_the_claims_job_reads_it(tmp_path: Path, capsys) -> None:
-    from maxk.analysis.learning import claims_config, learning_table
-    from maxk.analysis.paper_results import paper_lookup
+def _expected_inputs(res: Path) -> tuple[dict, dict, dict]:
+    """(the claims config, its one-run config for grpo_e4_ppo1 without the yardstick, the base's and the
+    run's suite_test metrics under ``res``): what the command is expected to hand to learning_table."""
+    from maxk.analysis.learning import claims_config
     from maxk.config import load_config
+
+    cfg = claims_config(load_config())
+    one = {**cfg, "models": {"base": "base", "grpo_e4_ppo1": "grpo_e4_ppo1"},
+           "runs": {"grpo_e4_ppo1": cfg["runs"]["grpo_e4_ppo1"]},
+           "claims": {**cfg["claims"], "yardstick_temperatures": []}}  # fmt: skip
+    metrics = {(m, "suite_test"): pd.read_parquet(res / "metrics" / m / "suite_test.parquet")
+               for m in ("base", "grpo_e4_ppo1")}  # fmt: skip
+    return cfg, one, metrics
+
+
+def test_a_named_run_is_read_as_the_claims_job_reads_it(tmp_path: Path, capsys) -> None:
+    from maxk.analysis.learning import learning_table
+    from maxk.analysis.paper_results import paper_lookup
 
     res = _tree(tmp_path, 7)
     out = tmp_path / "learning.csv"
@@ -35,12 +49,7 @@ def test_a_named_run_is_read_as_the_claims_job_reads_it(tmp_path: Path, capsys) 
     text = capsys.readouterr().out
     assert "| `grpo_e4_ppo1` | max@1 | **+0." in text and "held-out pool: last - first" in text
     # the same table as learning_table on the default config's run settings, bootstrap seeded by the seed: 7
-    cfg = claims_config(load_config())
-    cfg = {**cfg, "models": {"base": "base", "grpo_e4_ppo1": "grpo_e4_ppo1"},
-           "runs": {"grpo_e4_ppo1": cfg["runs"]["grpo_e4_ppo1"]},
-           "claims": {**cfg["claims"], "yardstick_temperatures": []}}  # fmt: skip
-    metrics = {(m, "suite_test"): pd.read_parquet(res / "metrics" / m / "suite_test.parquet")
-               for m in ("base", "grpo_e4_ppo1")}  # fmt: skip
+    _, cfg, metrics = _expected_inputs(res)
     want = learning_table(cfg, metrics, {}, seed=7, paper_lookup=paper_lookup)
     written = tmp_path / "want.csv"
     want.to_csv(written, index=False, float_format="%.6g")  # as the claims job writes learning.csv
@@ -186,19 +195,13 @@ def test_a_run_missing_on_one_seed_is_not_measured_there(tmp_path: Path, capsys)
 def test_one_seed_prints_as_before(tmp_path: Path, capsys) -> None:
     """One --results (repeated or not: the option appends) prints the one-seed table, nothing across
     seeds."""
-    from maxk.analysis.learning import claims_config, learning_table, render_learning
+    from maxk.analysis.learning import learning_table, render_learning
     from maxk.analysis.paper_results import paper_lookup
-    from maxk.config import load_config
 
     res = _tree(tmp_path, 7)
     assert main(["analyze", "learning", "grpo_e4_ppo1", "--results", str(res)]) == 0
     text = capsys.readouterr().out
-    cfg = claims_config(load_config())
-    c = {**cfg, "models": {"base": "base", "grpo_e4_ppo1": "grpo_e4_ppo1"},
-         "runs": {"grpo_e4_ppo1": cfg["runs"]["grpo_e4_ppo1"]},
-         "claims": {**cfg["claims"], "yardstick_temperatures": []}}  # fmt: skip
-    metrics = {(m, "suite_test"): pd.read_parquet(res / "metrics" / m / "suite_test.parquet")
-               for m in ("base", "grpo_e4_ppo1")}  # fmt: skip
+    cfg, c, metrics = _expected_inputs(res)
     table = learning_table(c, metrics, {}, seed=7, paper_lookup=paper_lookup)
     lines = render_learning(table, int(cfg["decimals"]), confidence=float(cfg["bootstrap"]["confidence"]),
                             power=float(cfg["claims"]["power"]),

@@ -93,6 +93,7 @@ __all__ = [
     "render_learned_in",
     "render_learning_across_seeds",
     "render_yardstick_across_seeds",
+    "seed_instrument_works",
 ]
 
 #: the long table of one seed's per-problem claim differences (``results/seed{seed}/claims/differences.csv``)
@@ -135,7 +136,7 @@ def series_of(differences: pd.DataFrame, claim: str) -> np.ndarray:
     return differences.loc[differences["claim"] == claim, "difference"].to_numpy(dtype=float)
 
 
-def _works(claims: pd.DataFrame) -> bool:
+def seed_instrument_works(claims: pd.DataFrame) -> bool:
     """A seed's instrument works unless its claims read "instrument not working"."""
     return not (claims["verdict"] == NOT_WORKING).any()
 
@@ -373,7 +374,7 @@ def across_seeds(
     if learning is not None and set(learning) != set(seeds):
         raise ValueError(f"claims of seeds {sorted(seeds)} but learning of seeds {sorted(learning)}")
     ran = {s: learning[s].set_index("run") for s in seeds} if learning is not None else {}
-    works = {s: _works(claims[s]) for s in seeds}
+    works = {s: seed_instrument_works(claims[s]) for s in seeds}
     spreads = learning_spreads(differences)
     instrument = pooled_instrument(differences, works, confidence=confidence, spreads=spreads, power=power)
     # the instrument gates pooled with the learning tables (the pooled learning gate), on two seeds or more
@@ -406,18 +407,14 @@ def across_seeds(
             read = pd.notna(r["effect"]) and r["verdict"] in READ
             n_tested += int(read)
             n_holds += int(read and r["verdict"] == "holds")
-            if gated is not None and cid in gated:
-                pools = pd.notna(r["effect"]) and usable[s] and all(_gateable(ran[s], g) for g in gated[cid])
-            else:
-                pools = read
+            gates = gated[cid] if gated is not None and cid in gated else None
+            why = _not_pooled(s, r, gates, ran.get(s), usable[s])
             d = diffs[s].get(cid, np.empty(0))
-            if pools and d.size:
+            if why is None and d.size:
                 per_seed.append(d)
                 counts.append(d.size)
                 pooled_on.append(s)
             else:
-                gates = gated.get(cid) if gated is not None and cid in gated else None
-                why = _not_pooled(s, r, gates, ran.get(s), usable[s])
                 not_pooled.append(why or f"seed {s}: no per-problem values")
         row.update(tested_in=n_tested, holds_in=n_holds, pooled_seeds=len(per_seed),
                    pooled_on=",".join(map(str, pooled_on)), not_pooled="; ".join(not_pooled),
@@ -438,13 +435,11 @@ def across_seeds(
     spread = seed_spread(v for v in pooled_values.values() if len(v) >= MIN_POOLED_SEEDS)
     need: dict[str, int | None] = {}  # the seeds the paper's own effect needs, where the pool reads one
     for row in rows:
-        row.update(_claim_effect(pooled_values[row["id"]], spread, confidence=confidence, alpha=alpha / m,
-                                 power=power))  # fmt: skip
-        paper, values = float(row["paper_effect"]), pooled_values[row["id"]]
-        if len(values) >= MIN_POOLED_SEEDS and paper > 0:  # NaN: no paper effect
-            pooled = random_effects_interval(values, confidence=confidence, spread=spread)
-            members = spread.members or 1
-            need[row["id"]] = pooled.seeds_for(paper, alpha=alpha / m, power=power, members=members)
+        paper = float(row["paper_effect"])
+        columns, need[row["id"]] = _claim_effect(
+            pooled_values[row["id"]], spread, paper, confidence=confidence, alpha=alpha / m, power=power
+        )
+        row.update(columns)
     _pooled_verdicts(rows, alpha, blocked, gated, need)
     columns = [c for name in ACROSS_SEED_COLUMNS
                for c in ([name.format(seed=s) for s in seeds] if "{seed}" in name else [name])]  # fmt: skip
@@ -457,16 +452,27 @@ def across_seeds(
 
 
 def _claim_effect(
-    per_seed: Sequence[np.ndarray], spread: SeedSpread, *, confidence: float, alpha: float, power: float
-) -> dict:
+    per_seed: Sequence[np.ndarray],
+    spread: SeedSpread,
+    paper: float,
+    *,
+    confidence: float,
+    alpha: float,
+    power: float,
+) -> tuple[dict, int | None]:
     """A claim's pooled columns: ``effect``, ``ci_low``, ``ci_high``, ``detectable_effect`` (one-sided at
-    ``alpha``, the claims' Holm worst case) and ``pvalue`` (NaN where no seed pools it)."""
+    ``alpha``, the claims' Holm worst case) and ``pvalue`` (NaN where no seed pools it); and, read on
+    ``MIN_POOLED_SEEDS`` seeds or more with a positive ``paper`` effect (NaN: none), the seeds on which
+    that effect would be found so (``Pooled.seeds_for``; None: none, or more than 100)."""
     if not per_seed:
-        return dict.fromkeys(("effect", "ci_low", "ci_high", "detectable_effect", "pvalue"), math.nan)
+        return dict.fromkeys(("effect", "ci_low", "ci_high", "detectable_effect", "pvalue"), math.nan), None
     pooled: Pooled = random_effects_interval(per_seed, confidence=confidence, spread=spread)
-    return {"effect": pooled.effect, "ci_low": pooled.low, "ci_high": pooled.high,
-            "detectable_effect": pooled.detectable(alpha=alpha, power=power),
-            "pvalue": pooled.pvalue}  # fmt: skip
+    columns = {"effect": pooled.effect, "ci_low": pooled.low, "ci_high": pooled.high,
+               "detectable_effect": pooled.detectable(alpha=alpha, power=power),
+               "pvalue": pooled.pvalue}  # fmt: skip
+    if len(per_seed) < MIN_POOLED_SEEDS or not paper > 0:
+        return columns, None
+    return columns, pooled.seeds_for(paper, alpha=alpha, power=power, members=spread.members or 1)
 
 
 def instrument_gate(instrument: Sequence[Mapping]) -> str | None:
@@ -488,27 +494,19 @@ def _truthy(v: object) -> bool:
     return v is True or v == "True" or (isinstance(v, np.bool_) and bool(v))
 
 
-def _gateable(runs: pd.DataFrame, run: str) -> bool:
-    """Whether one seed's ``learning.csv`` (indexed by run) lets a claim gating on ``run`` pool that seed:
-    the run's objective was measured on the test set and, for an off-policy run, its last PPO iteration
-    stayed in the first-order regime (``maxk.analysis.learning``); whether it learned is read pooled.
-    A model that is no trained run (the base, a re-tempered base) gates nothing."""
-    if run not in runs.index:
-        return True
-    row = runs.loc[run]
-    if pd.isna(row.get("learned")):
-        return False
-    return not _truthy(row.get("off_policy")) or _truthy(row.get("regime_ok"))
-
-
 def _gate_reason(runs: pd.DataFrame, run: str) -> str | None:
-    """Why one seed's ``learning.csv`` keeps a claim gating on ``run`` from pooling that seed (None: it
-    does not; the words of ``_gateable``'s two failures)."""
-    if _gateable(runs, run):
+    """Why one seed's ``learning.csv`` (indexed by run) keeps a claim gating on ``run`` from pooling that
+    seed; None where it lets it: the run's objective was measured on the test set and, for an off-policy
+    run, its last PPO iteration stayed in the first-order regime (``maxk.analysis.learning``); whether
+    it learned is read pooled. A model that is no trained run (the base, a re-tempered base) gates
+    nothing."""
+    if run not in runs.index:
         return None
     row = runs.loc[run]
     if pd.isna(row.get("learned")):
         return f"{run}'s objective not measured"
+    if not _truthy(row.get("off_policy")) or _truthy(row.get("regime_ok")):
+        return None
     clamped = row.get("clamped_frac")
     share = f" ({float(clamped):.0%} of its ratios clamped)" if pd.notna(clamped) else ""
     return f"{run} out of its off-policy regime{share}"
@@ -521,17 +519,18 @@ def _not_pooled(
     runs: pd.DataFrame | None,
     usable: bool,
 ) -> str | None:
-    """Why claim ``row`` (one seed's ``claims.csv`` row) is not pooled on ``seed`` (None: it is, when it
-    has per-problem values): the mirror of ``across_seeds``'s rule, in words. ``gates``: the runs the
-    claim gates on (None: an ungated claim, pooled where the seed read it); ``runs``: that seed's
-    ``learning.csv`` by run; ``usable``: the seed may pool gated claims (the instrument's rule)."""
+    """Why claim ``row`` (one seed's ``claims.csv`` row) is not pooled on ``seed``; None: it is, when it
+    has per-problem values (``across_seeds``'s rule, in words). ``gates``: the runs the claim gates on
+    (None: an ungated claim, pooled where the seed read it); ``runs``: that seed's ``learning.csv`` by
+    run (given wherever ``gates`` is); ``usable``: the seed may pool gated claims (the instrument's
+    rule)."""
     if pd.isna(row["effect"]):
         return f"seed {seed}: no effect ({row['verdict']})"
     if gates is None:
         return None if row["verdict"] in READ else f"seed {seed}: {row['verdict']}"
     if not usable:
         return f"seed {seed}: {NOT_WORKING}"
-    why = [w for w in (_gate_reason(runs, g) for g in gates) if w] if runs is not None else []
+    why = [w for w in (_gate_reason(runs, g) for g in gates) if w]
     return f"seed {seed}: {'; '.join(why)}" if why else None
 
 

@@ -26,7 +26,6 @@ the field.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import math
 import os
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from maxk.data.source import sha256_file
 from maxk.paths import BASE, base_curve, edge_prompts, seed_dir
 
 __all__ = [
@@ -183,14 +183,10 @@ def calibration_text(misses: Sequence[tuple[str, float | None]], decimals: int |
 
 def sha256_of(path: Path) -> str:
     """The hex SHA-256 of a file's bytes; BaseModelError when it cannot be read."""
-    h = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+        return sha256_file(path)
     except OSError as exc:
         raise BaseModelError(path, f"cannot read it: {exc.strerror or exc}") from exc
-    return h.hexdigest()
 
 
 def late_loss(curve: Path, steps: int = LATE_STEPS) -> float | None:

@@ -41,6 +41,7 @@ from maxk.analysis.across_seeds import (
     learning_across_seeds,
     learning_spreads,
     pooled_instrument,
+    seed_instrument_works,
 )
 from maxk.analysis.claims import NOT_TESTABLE, NOT_WORKING
 from maxk.analysis.learning import PARTS, fmt_interval
@@ -261,21 +262,19 @@ def instrument_rows(trees: Sequence[Tree], *, decimals: int = 3) -> list[tuple[l
     compared between the trees: the verdicts (works or not working), or None for the spreads (numbers,
     shown and not compared)."""
     seeds = shared_seeds(trees)
+    works = [{s: seed_instrument_works(t.claims[s]) for s in seeds} for t in trees]
     rows: list[tuple[list[str], list[str] | None]] = []
     for s in seeds:
-        states = [
-            "works" if not (t.claims[s]["verdict"] == NOT_WORKING).any() else "not working" for t in trees
-        ]
+        states = ["works" if w[s] else "not working" for w in works]
         rows.append(([f"instrument, seed {s}", *states], states))
     pooling = pooling_of(trees)
     if pooling is None:
         return rows
     per_tree = []
-    for t in trees:
+    for t, tree_works in zip(trees, works, strict=True):
         diffs = {s: t.differences[s] for s in seeds}
-        works = {s: not (t.claims[s]["verdict"] == NOT_WORKING).any() for s in seeds}
         spreads = learning_spreads(diffs)
-        parts = pooled_instrument(diffs, works, confidence=pooling["confidence"], spreads=spreads)
+        parts = pooled_instrument(diffs, tree_works, confidence=pooling["confidence"], spreads=spreads)
         per_tree.append((parts, spreads))
     whats = list(dict.fromkeys(p["what"] for parts, _ in per_tree for p in parts))
     for what in whats:
