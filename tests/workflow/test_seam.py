@@ -255,7 +255,7 @@ def test_analysis_subsections_rerun_only_their_rules():
         assert moved == rules, key
 
 
-def test_three_seeds_make_three_of_every_seed_dependent_target_and_one_of_the_rest():
+def test_three_seeds_make_three_of_every_seed_dependent_target_but_the_checks_and_one_of_the_rest():
     config = load_config(ROOT / "config" / "config.yaml")
     config["replicates"] = [1234]
     one = targets.final_targets(config)
@@ -264,9 +264,17 @@ def test_three_seeds_make_three_of_every_seed_dependent_target_and_one_of_the_re
     per_seed = [f for f in one if f.startswith(P.seed_dir(1234) + "/")]
     once = [f for f in one if f not in per_seed]
     across = targets.across_seed_targets(config)
-    assert per_seed and once and len(three) == len(once) + 3 * len(per_seed) + len(across)
+    checks = targets.metrics_files(config["analysis"]["checks"], 1234)  # the first seed's only
+    assert checks and set(checks) <= set(per_seed)
+    assert per_seed and once and len(three) == len(once) + 3 * len(per_seed) - 2 * len(checks) + len(across)
     for seed in (2, 3):
-        assert {f.replace("seed1234/", f"seed{seed}/") for f in per_seed} <= set(three)
+        moved = {f.replace("seed1234/", f"seed{seed}/") for f in per_seed}
+        checked = {f.replace("seed1234/", f"seed{seed}/") for f in checks}
+        assert moved - checked <= set(three) and not checked & set(three)
+    config["replicates"] = [3, 1234]  # the first seed of the list, whichever it is
+    assert set(targets.metrics_files(config["analysis"]["checks"], 3)) <= set(targets.final_targets(config))
+    assert not set(checks) & set(targets.final_targets(config))
+    config["replicates"] = [1234, 2, 3]
     assert set(targets.across_seed_targets(config)) == {
         P.across_seeds("csv"), P.across_seeds("md"),
         *(P.across_seeds_figure(n, e) for n in P.ACROSS_SEED_FIGURES for e in ("pdf", "png")),

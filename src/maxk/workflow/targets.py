@@ -138,9 +138,10 @@ def contamination_data(config: Mapping, seed: P.Seed) -> list[str]:
     return list(dict.fromkeys(files))
 
 
-def analysis_targets(analysis: Mapping, seed: P.Seed) -> list[str]:
+def analysis_targets(analysis: Mapping, seed: P.Seed, *, checks: bool = True) -> list[str]:
     """Every table (tex/md/csv), the significance file, every figure and claim file the section
-    declares for ``seed``, and the metrics of the ``checks`` pairs (scored outside the tables)."""
+    declares for ``seed``, and, with ``checks``, the metrics of the ``checks`` pairs (scored outside the
+    tables)."""
     out: list[str] = []
     for spec in table_specs(analysis):
         out += [P.table(seed, spec.name, ext) for ext in ("tex", "md", "csv")]
@@ -157,17 +158,20 @@ def analysis_targets(analysis: Mapping, seed: P.Seed) -> list[str]:
     if "claims" in analysis:
         out += [P.claims(seed, ext) for ext in ("csv", "md")]
         out += [P.yardstick(seed)] if yardstick_models(analysis) else []
-    out += metrics_files([(m, d) for m, d in analysis.get("checks") or []], seed)
+    if checks:
+        out += metrics_files([(m, d) for m, d in analysis.get("checks") or []], seed)
     return out
 
 
 def seed_targets(config: Mapping, seed: P.Seed) -> list[str]:
     """Every final output of one seed's run: each run's model and training curves, the analysis
-    outputs, and the contamination audit."""
+    outputs, and the contamination audit. The ``checks`` pairs on the first seed of ``replicates`` only:
+    no table, figure or claim reads them, so another seed's would repeat the check at another sampling
+    seed (on the shipped base, the same model)."""
     out: list[str] = []
     for run in sorted(config["runs"]):
         out += [P.train_metrics(seed, run), P.model_dir(seed, run)]
-    out += analysis_targets(config["analysis"], seed)
+    out += analysis_targets(config["analysis"], seed, checks=str(seed) == str(config["replicates"][0]))
     if config["analysis"]["contamination"]["audit"]:
         out += [P.contamination(seed, ext) for ext in ("csv", "md")]
     return out
