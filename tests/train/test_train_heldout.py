@@ -135,3 +135,85 @@ def test_curve_is_measured_before_and_during_training(tiny_model_dir, tmp_path):
     first, last = heldout_endpoints(pd.read_csv(rows))
     assert first.tolist() == pytest.approx([float(v) for v in points[0][PROBLEM_REWARDS].split()])
     assert last.tolist() == pytest.approx([float(v) for v in points[-1][PROBLEM_REWARDS].split()])
+
+
+def _curve(trainer, scorer, cache, samples=4):
+    tok = trainer.processing_class
+    problems = [{"id": f"h{i}"} for i in range(3)]
+    ids = [tok(f"Task {i}: print {i}.", add_special_tokens=False)["input_ids"] for i in range(3)]
+    return HeldoutCurve(problems, ids, scorer=scorer, extract=lambda text, problem: text, tokenizer=tok,
+                        samples=samples, every=None, max_new_tokens=8, temperature=1.0, top_p=1.0,
+                        stop_token_ids=list(trainer.eos_token_ids), seed=0, start_cache=cache)  # fmt: skip
+
+
+def test_a_start_point_is_measured_once_and_read_by_the_next_run_of_the_same_model(tiny_model_dir, tmp_path):
+    from maxk.train.heldout import StartCache
+
+    cache = StartCache(tmp_path / "start", {"model": "m", "threads": 1})
+    first_scorer, second_scorer = DigitScorer(), DigitScorer()
+    first = make_trainer(tiny_model_dir, tmp_path / "a", max_steps=2)
+    first.add_callback(_curve(first, first_scorer, cache))
+    first.train()
+    assert len(first_scorer.calls) == 2 and cache.read == {"heldout": "measured"}  # start and end
+    kept = list((tmp_path / "start").iterdir())
+    assert len(kept) == 1 and not kept[0].name.startswith(".tmp")  # written whole, then renamed
+    second = make_trainer(tiny_model_dir, tmp_path / "b", max_steps=2)
+    curve = _curve(second, second_scorer, cache)
+    second.add_callback(curve)
+    second.train()
+    assert len(second_scorer.calls) == 1 and cache.read == {"heldout": str(kept[0])}  # the end only
+    start = [e for e in second.state.log_history if e.get("step") == 0 and "heldout/reward" in e]
+    assert start == [e for e in first.state.log_history if e.get("step") == 0 and "heldout/reward" in e]
+    # what was read is what measuring gives: the base's weights, the same seeds
+    fresh = make_trainer(tiny_model_dir, tmp_path / "c", max_steps=1)
+    check = _curve(fresh, DigitScorer(), None)
+    check.model = fresh.model
+    assert check.measure(0) == start[0]
+
+
+@pytest.mark.parametrize("change", ["identity", "samples", "broken file"])
+def test_a_start_point_of_anything_else_is_measured_again(tiny_model_dir, tmp_path, change):
+    from maxk.train.heldout import StartCache
+
+    cache = StartCache(tmp_path / "start", {"model": "m"})
+    trainer = make_trainer(tiny_model_dir, tmp_path / "a", max_steps=1)
+    curve = _curve(trainer, DigitScorer(), cache)
+    curve.model = trainer.model
+    path = cache.path(curve.settings())
+    cache.keep(path, curve.measure(0))
+    scorer = DigitScorer()
+    if change == "identity":
+        other = _curve(trainer, scorer, StartCache(tmp_path / "start", {"model": "another"}))
+    elif change == "samples":
+        other = _curve(trainer, scorer, cache, samples=2)
+    else:
+        path.write_text("{not json", encoding="utf-8")
+        other = _curve(trainer, scorer, cache)
+    other.model = trainer.model
+    assert other.start()["step"] == 0 and len(scorer.calls) == 1
+
+
+def test_the_start_cache_s_identity_is_the_model_s_bytes_data_and_code(tiny_model_dir, tmp_path):
+    import shutil
+
+    from maxk.train.run import _start_cache
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("{}\n")
+    sandbox = {"batch_size": 8}
+    one = _start_cache(str(tmp_path / "ck"), tiny_model_dir, [str(data)], sandbox, use_cpu=True)
+    assert one is not None and one.directory == tmp_path / "ck" / "start-measurements"
+    assert (
+        one.identity
+        == _start_cache(str(tmp_path / "ck"), tiny_model_dir, [str(data)], sandbox, True).identity
+    )
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_model_dir, copy)  # the same bytes elsewhere: the same points
+    assert _start_cache("ck", str(copy), [str(data)], sandbox, True).identity == one.identity
+    (copy / "config.json").write_text((copy / "config.json").read_text() + " ")
+    assert _start_cache("ck", str(copy), [str(data)], sandbox, True).identity != one.identity
+    data.write_text("{} \n")
+    assert _start_cache("ck", tiny_model_dir, [str(data)], sandbox, True).identity != one.identity
+    assert _start_cache("ck", tiny_model_dir, [str(data)], {"batch_size": 9}, True).identity != one.identity
+    assert _start_cache("ck", "Qwen/Qwen2.5-Coder-7B-Instruct", [str(data)], sandbox, True) is None
+    assert _start_cache("ck", tiny_model_dir, [str(data)], sandbox, use_cpu=False) is None

@@ -20,17 +20,44 @@ The same callback with ``prefix="own"`` and ``every=None`` measures a seeded sam
 training prompts before the first step and after the last (``train.heldout.own_prompts``): the run
 minus its start on the prompts it trains on, which tells an optimisation failure (no rise there
 either) from a generalisation failure (a rise there, none on unseen problems).
+
+**The start, measured once.** Before the first step every run of a seed measures the same model (the
+base) on the same problems with the same seeds: the same numbers (the decode loop's samples depend on
+the model, the prompts and the seeds, not on the run). With ``start_cache`` (``StartCache``) the point
+is kept in a file named by everything it depends on (the model's bytes, the problems, prompts and
+sampling settings, the sandbox settings, maxk's measuring code, the torch and transformers versions,
+the CPU kernel path and the thread count) and read, not measured again, by the next run that needs
+it: about 8 s of each run's start on the embedded scale. A point read says so in the log and in the
+run's provenance (``start_measurements``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
 from maxk.seeds import derive_seed
 
-__all__ = ["OWN", "PROBLEM_REWARDS", "HeldoutCurve", "heldout_problems", "own_problems", "problem_column"]
+__all__ = [
+    "OWN",
+    "PROBLEM_REWARDS",
+    "HeldoutCurve",
+    "StartCache",
+    "heldout_problems",
+    "measuring_code_digest",
+    "own_problems",
+    "problem_column",
+]
+
+#: the modules whose code makes a measurement's numbers (``measuring_code_digest``)
+MEASURING_MODULES = ("maxk.generate.decode", "maxk.generate.extract", "maxk.train.sampling",
+                     "maxk.train.heldout", "maxk.metrics", "maxk.seeds", "maxk.sandbox")  # fmt: skip
 
 PROBLEM_REWARDS = "heldout/problem_rewards"  # metrics CSV column: per-problem mean rewards, space-separated
 #: the prefix of the own-training-prompts measurement's columns (``own/reward``, ``own/problem_rewards``, ...)
@@ -68,6 +95,51 @@ def own_problems(problems: list[dict[str, Any]], count: int, seed: int) -> list[
     return [problems[i] for i in keep]
 
 
+def measuring_code_digest() -> str:
+    """sha256 over the source of ``MEASURING_MODULES`` (a package: every ``.py`` file under it), in
+    name order: another version of the code that measures never reads a point this one wrote."""
+    import importlib
+
+    digest = hashlib.sha256()
+    for name in MEASURING_MODULES:
+        module = importlib.import_module(name)
+        origin = Path(module.__file__ or "")
+        files = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
+        for f in files:
+            digest.update(f"{name}:{f.name}\0".encode() + f.read_bytes())
+    return digest.hexdigest()
+
+
+@dataclass
+class StartCache:
+    """Where the start points are kept (``directory``) and what every point depends on beyond its
+    curve's own settings (``identity``: the model's bytes, the sandbox settings, the code, versions,
+    kernel path, threads; ``maxk.train.run`` builds it)."""
+
+    directory: Path
+    identity: dict[str, Any]
+    read: dict[str, str] = field(default_factory=dict)  # prefix -> "measured" or the file read
+
+    def path(self, curve: dict[str, Any]) -> Path:
+        blob = json.dumps({"identity": self.identity, "curve": curve}, sort_keys=True, default=str)
+        return self.directory / f"{hashlib.sha256(blob.encode()).hexdigest()}.json"
+
+    def load(self, path: Path) -> dict[str, Any] | None:
+        """The point kept at ``path``, or None (absent, or not a point: measured again)."""
+        try:
+            point = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return point if isinstance(point, dict) and point.get("step") == 0 else None
+
+    def keep(self, path: Path, point: dict[str, Any]) -> None:
+        """Write ``point`` whole or not at all (two runs may write the same point at once)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+        tmp.write_text(json.dumps(point, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+
+
 class HeldoutCurve(TrainerCallback):
     """Measure ``problems`` before training and every ``every`` steps, and after the last (see the
     module docstring); ``every=None``: before the first step and after the last only. ``prefix`` names
@@ -90,6 +162,7 @@ class HeldoutCurve(TrainerCallback):
         seed: int,
         forward: Any = None,
         prefix: str = "heldout",
+        start_cache: StartCache | None = None,
     ) -> None:
         if (every is not None and every < 1) or samples < 1:
             raise ValueError(f"heldout every and samples must be >= 1, got {every} and {samples}")
@@ -102,11 +175,36 @@ class HeldoutCurve(TrainerCallback):
         self.model: Any = None
         # called with each point's numbers (step and per-problem rewards left out): the live trackers
         self.forward = forward
+        self.start_cache = start_cache
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self.model = model
         if not any(f"{self.prefix}/reward" in e for e in state.log_history):
-            self._record(state, self.measure(0))
+            self._record(state, self.start())
+
+    def start(self) -> dict[str, Any]:
+        """The point before the first step: read from ``start_cache`` where a run measured it, else
+        measured (and kept there)."""
+        if self.start_cache is None:
+            return self.measure(0)
+        path = self.start_cache.path(self.settings())
+        point = self.start_cache.load(path)
+        if point is not None:
+            print(f"{self.prefix} at step 0: read from {path} (measured by an earlier run of this model)")
+            self.start_cache.read[self.prefix] = str(path)
+            return point
+        point = self.measure(0)
+        self.start_cache.keep(path, point)
+        self.start_cache.read[self.prefix] = "measured"
+        return point
+
+    def settings(self) -> dict[str, Any]:
+        """What this curve's points depend on beyond the model (``StartCache.path``)."""
+        prompts = hashlib.sha256(json.dumps(self.prompt_ids).encode()).hexdigest()
+        return {"prefix": self.prefix, "problems": [p["id"] for p in self.problems], "prompt_ids": prompts,
+                "samples": self.samples, "max_new_tokens": self.max_new_tokens,
+                "temperature": self.temperature, "top_p": self.top_p,
+                "stop_token_ids": list(self.stop_token_ids), "seed": self.seed}  # fmt: skip
 
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step

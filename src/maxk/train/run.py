@@ -209,10 +209,12 @@ def train_run(
         trainer = MaxKGRPOTrainer(
             model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer
         )
+        start_cache = None
         if effective["heldout"]:
             pool = heldout_data or data
+            start_cache = _start_cache(checkpoints, model, [pool, data], config["sandbox"], use_cpu)
             for callback in _heldout_curves(
-                effective, pool, problems, tokenizer, scorer, trainer, seed, config["prompt"]
+                effective, pool, problems, tokenizer, scorer, trainer, seed, config["prompt"], start_cache
             ):
                 trainer.add_callback(callback)
         last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
@@ -228,6 +230,8 @@ def train_run(
         "sandbox": sandbox,
         **{k: round(v, 3) for k, v in trainer.time_totals.items()},
     }
+    if start_cache is not None:  # each start point measured here or read from the run that measured it
+        summary["start_measurements"] = dict(sorted(start_cache.read.items()))
     final = Path(out)
     tmp = final.with_name(f".tmp-{final.name}")
     if trainer.accelerator.is_main_process:
@@ -246,9 +250,40 @@ def train_run(
     return summary
 
 
-def _heldout_curves(effective, data, problems, tokenizer, scorer, trainer, seed, prompt_cfg):
+def _start_cache(checkpoints: str, model: str, data: list[str], sandbox: dict, use_cpu: bool):
+    """Where this run's start points are kept and read (``maxk.train.heldout.StartCache``), under the
+    checkpoint root: for a model in a local directory on the CPU (a hub id or a GPU: None, measured
+    by each run). Its identity: every byte of the model directory and of the data files, the sandbox
+    settings, maxk's measuring code, the torch and transformers versions, the kernel path, the threads."""
+    import torch
+    import transformers
+
+    from maxk.data.source import sha256_file
+    from maxk.train.heldout import StartCache, measuring_code_digest
+
+    directory = Path(model)
+    if not use_cpu or not directory.is_dir():
+        return None
+    files = sorted(f for f in directory.rglob("*") if f.is_file())
+    identity = {
+        "model": {str(f.relative_to(directory)): sha256_file(f) for f in files},
+        "data": [sha256_file(d) for d in dict.fromkeys(data)],
+        "sandbox": sandbox,
+        "code": measuring_code_digest(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "kernel_path": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+    }
+    return StartCache(Path(checkpoints) / "start-measurements", identity)
+
+
+def _heldout_curves(
+    effective, data, problems, tokenizer, scorer, trainer, seed, prompt_cfg, start_cache=None
+):
     """The ``train.heldout`` learning curve of this run and, with ``own_prompts``, the measurement of
-    its own training prompts before and after (``maxk.train.heldout``)."""
+    its own training prompts before and after (``maxk.train.heldout``); their start points through
+    ``start_cache`` (None: measured)."""
     from maxk.data.prompts import build_prompt
     from maxk.generate.extract import extract_program
     from maxk.train.heldout import OWN, HeldoutCurve, heldout_problems, own_problems
@@ -284,6 +319,7 @@ def _heldout_curves(effective, data, problems, tokenizer, scorer, trainer, seed,
                 trainer.args, trainer.state, trainer.control, logs
             ),
             prefix=prefix,
+            start_cache=start_cache,
         ))  # fmt: skip
     return curves
 
