@@ -251,3 +251,37 @@ def test_the_instrument_and_the_runs_spread_are_read_per_tree_over_the_shared_se
     assert rows["the runs' spread between seeds, heldout"] == ["n/a", "n/a"]  # no held-out values
     text = render([read_tree(r) for r in roots], ["a", "b"])
     assert "| instrument, seed 2 | works | not working | differ |" in text
+
+
+def test_a_flip_shows_each_tree_s_p_value_holm_adjusted_where_the_claim_has_one(tmp_path: Path) -> None:
+    def with_p(root: Path, verdict: str, p: float, holm: float | None) -> Path:
+        path = tree(root, {1: ({"c1": verdict, "c2": "holds"}, {"r1": True}, {"y1": "holds"})},
+                    pooled={"c1": verdict, "c2": "holds"})  # fmt: skip
+        for csv in (path / "seed1" / "claims" / "claims.csv", path / "claims" / "across_seeds.csv"):
+            frame = pd.read_csv(csv)
+            frame["pvalue"], frame["pvalue_holm"] = p, holm
+            frame.to_csv(csv, index=False)
+        return path
+
+    a = with_p(tmp_path / "a" / "results", "does not hold", 0.0118, 0.0592)
+    b = with_p(tmp_path / "b" / "results", "holds", 0.0080, 0.0400)
+    rows = {r["id"]: r for r in claim_rows([read_tree(a), read_tree(b)])}
+    assert rows["c1"]["flips"] == ["seed 1", "pooled"] and rows["c2"]["flips"] == []
+    assert rows["c1"]["tested_p"] == {
+        "seed 1": " (p Holm 0.059 / 0.040)",
+        "pooled": " (p Holm 0.059 / 0.040)",
+    }
+    text = render([read_tree(a), read_tree(b)], ["x", "y"])
+    assert "| seed 1 (p Holm 0.059 / 0.040), pooled (p Holm 0.059 / 0.040) |" in text
+    assert "- pooled verdicts, paper's claims: 1 of 2 the same (flips: `c1`)" in text
+    c = with_p(tmp_path / "c" / "results", "holds", 0.0080, None)  # no Holm column: the raw p
+    rows = {r["id"]: r for r in claim_rows([read_tree(a), read_tree(c)])}
+    assert rows["c1"]["tested_p"]["pooled"] == " (p Holm 0.059 / n/a)"
+    d = with_p(tmp_path / "d" / "results", "does not hold", 0.02, None)
+    rows = {r["id"]: r for r in claim_rows([read_tree(c), read_tree(d)])}
+    assert rows["c1"]["tested_p"]["pooled"] == " (p 0.008 / 0.020)"
+    # a flip of a claim no tree tested (a verdict without a p-value) shows none
+    e = tree(tmp_path / "e" / "results", {1: ({"c1": "holds"}, {"r1": True}, {"y1": "holds"})})
+    f = tree(tmp_path / "f" / "results", {1: ({"c1": "not read"}, {"r1": True}, {"y1": "holds"})})
+    plain = [read_tree(e), read_tree(f)]
+    assert claim_rows(plain)[0]["tested_p"] == {"seed 1": ""}

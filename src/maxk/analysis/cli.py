@@ -299,7 +299,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "seed and, on two shared seeds or more, pooled over them (the claims' pooled learning gate, with the "
         "interval settings of a tree's across-seed report), each claim's and yardstick claim's verdict per "
         "seed and, where every tree has an across-seed report, pooled; a row flips when its verdict's kind "
-        "(or whether a run learned) differs between the trees (maxk.analysis.side_by_side). E.g. the "
+        "(or whether a run learned) differs between the trees, a claim's flip shown with each tree's p-value "
+        "(Holm-adjusted where it has one: p-values on both sides of the level mark a claim at the "
+        "threshold) (maxk.analysis.side_by_side). E.g. the "
         "default run twice, once under ATEN_CPU_CAPABILITY=default. Each tree's counts by verdict kind "
         "come first. "
         "Prints Markdown, or writes it with --md.",

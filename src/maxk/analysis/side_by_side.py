@@ -160,14 +160,15 @@ def shared_seeds(trees: Sequence[Tree]) -> list[int]:
 
 def claim_rows(trees: Sequence[Tree], *, yardstick: bool = False, decimals: int = 3) -> list[dict]:
     """One row per claim: ``id``, a cell per (seed, tree) and, where every tree has a pooled report, per
-    tree pooled; ``flips``: the columns (``seed {s}`` or ``pooled``) whose verdict kinds differ."""
+    tree pooled; ``flips``: the columns (``seed {s}`` or ``pooled``) whose verdict kinds differ, and
+    ``tested_p`` each flip's p-values (``_tested_p``)."""
     seeds = shared_seeds(trees)
     per_seed = [[_by_id((t.yardstick if yardstick else t.claims).get(s)) for s in seeds] for t in trees]
     pooled_frames = [t.pooled_yardstick if yardstick else t.pooled for t in trees]
     pooled = [_by_id(f) for f in pooled_frames] if all(f is not None for f in pooled_frames) else None
     rows = []
     for claim in _keys_in_order(per_seed):
-        row: dict = {"id": claim, "cells": [], "flips": [], "kinds": {}}
+        row: dict = {"id": claim, "cells": [], "flips": [], "kinds": {}, "tested_p": {}}
         columns = [
             (f"seed {s}", [per_seed[t][j].get(claim) for t in range(len(trees))]) for j, s in enumerate(seeds)
         ]
@@ -179,8 +180,22 @@ def claim_rows(trees: Sequence[Tree], *, yardstick: bool = False, decimals: int 
             row["kinds"][name] = kinds
             if len(set(kinds)) > 1:
                 row["flips"].append(name)
+                row["tested_p"][name] = _tested_p(readings)
         rows.append(row)
     return rows
+
+
+def _tested_p(readings: Sequence[pd.Series | None]) -> str:
+    """Each tree's p-value of the test behind a verdict (Holm-adjusted where the claim has one), as
+    `` (p Holm 0.059 / 0.040)``: a flip whose p-values straddle the level is a claim at the threshold,
+    not a change of direction; empty where no tree tested the claim."""
+    holm = any(r is not None and pd.notna(r.get("pvalue_holm")) for r in readings)
+    key = "pvalue_holm" if holm else "pvalue"
+    values = [None if r is None else r.get(key) for r in readings]
+    if all(v is None or pd.isna(v) for v in values):
+        return ""
+    text = " / ".join("n/a" if v is None or pd.isna(v) else f"{float(v):.3f}" for v in values)
+    return f" (p{' Holm' if holm else ''} {text})"
 
 
 def pooling_of(trees: Sequence[Tree]) -> dict | None:
@@ -391,13 +406,18 @@ def render(trees: Sequence[Tree], labels: Sequence[str], *, decimals: int = 3) -
         out += _table(
             ["claim"],
             columns + pooled_columns,
-            [[f"`{r['id']}`", *r["cells"], ", ".join(r["flips"])] for r in rows],
+            [
+                [f"`{r['id']}`", *r["cells"], ", ".join(f + r["tested_p"][f] for f in r["flips"])]
+                for r in rows
+            ],
         )
     out += [
         "",
         "A verdict is compared by its kind (holds, does not hold, not testable, instrument not working, not "
         "read, read on one seed); effects always move a little with the bytes and are shown, not compared. "
-        "A flip is a finding to act on: more seeds, more power, or a claim the miniature cannot decide.",
+        "A flip is a finding to act on: more seeds, more power, or a claim the miniature cannot decide; "
+        "beside it, each tree's p-value of the claim's test (Holm-adjusted where the claim has one): "
+        "p-values on both sides of the level mark a claim at the threshold.",
         "",
     ]
     return "\n".join(out)
