@@ -8,7 +8,9 @@ update's share of its roofline.
         [--runs 2 4 8]
 
 Modes: TRL's computation; the shared prompt with pass 2 in 1 length run (as wide as the micro-batch's
-longest completion) and in each of ``--runs`` runs (``maxk.train.shared_prompt.RUNS`` is the default).
+longest completion) and in each of ``--runs`` runs (``maxk.train.shared_prompt.RUNS`` is the default),
+and at the default runs with the other LM head (``maxk.train.shared_prompt.HEAD``: TRL's fused kernel or
+``head_logps``).
 Embedded shape: 8 groups x 8 completions per micro-batch (``train.per_device_train_batch_size``), the
 prompts of 8 suite problems built with ``maxk.data.prompts.build_prompt``, completions of 16 to
 ``train.max_completion_length`` (96) random tokens. The model is the built base model when there is
@@ -190,23 +192,26 @@ def main() -> None:
         batch["ref_per_token_logps"] = logp_pass(trainer, trainer.ref_model, batch)
 
     share = trainer._can_share_prompts
-    default_runs = sp.RUNS
-    # mode -> (predicate, pass 2's length runs): TRL's computation, then the shared prompt at 1 run
-    # (one pass 2 as wide as the micro-batch's longest completion) and at each of --runs
-    modes = {"unshared (TRL)": (lambda *args, **kw: False, 1)}
-    modes |= {f"shared, {r} run{'s' * (r > 1)}": (share, r) for r in sorted({1, *a.runs})}
+    default_runs, default_head = sp.RUNS, sp.HEAD
+    # mode -> (predicate, pass 2's length runs, its LM head): TRL's computation, then the shared prompt
+    # at 1 run (one pass 2 as wide as the micro-batch's longest completion) and at each of --runs, and
+    # at the default runs with the other head
+    modes = {"unshared (TRL)": (lambda *args, **kw: False, 1, default_head)}
+    modes |= {f"shared, {r} run{'s' * (r > 1)}": (share, r, default_head) for r in sorted({1, *a.runs})}
+    other = "fused" if default_head == "plain" else "plain"
+    modes[f"shared, {default_runs} runs, {other} head"] = (share, default_runs, other)
     times = {m: [] for m in modes}
     nograd = {m: [] for m in modes}
     grads = {}
     for rep in range(a.repeats + 1):  # the first round warms up; modes interleaved against drift
-        for mode, (predicate, runs) in modes.items():
-            trainer._can_share_prompts, sp.RUNS = predicate, runs
+        for mode, (predicate, runs, head) in modes.items():
+            trainer._can_share_prompts, sp.RUNS, sp.HEAD = predicate, runs, head
             seconds, grads[mode] = update(trainer, batch)
             fwd = timed(logp_pass, trainer, trainer.model, batch)
             if rep:
                 times[mode].append(seconds)
                 nograd[mode].append(fwd)
-    trainer._can_share_prompts, sp.RUNS = share, default_runs
+    trainer._can_share_prompts, sp.RUNS, sp.HEAD = share, default_runs, default_head
     trl = grads.pop("unshared (TRL)")
     diff = max((got[k] - g).abs().max().item() for got in grads.values() for k, g in trl.items())
 
@@ -223,10 +228,16 @@ def main() -> None:
     print(f"  {'':18s} {'update (fwd+bwd)':>22s} {'no-grad log-probs':>22s}   (ratio: TRL / mode)")
     for mode in modes:
         up, ng = statistics.median(times[mode]), statistics.median(nograd[mode])
-        mark = " (default)" if mode.startswith("shared") and modes[mode][1] == default_runs else ""
+        mark = (
+            " (default)"
+            if mode.startswith("shared") and modes[mode][1:] == (default_runs, default_head)
+            else ""
+        )
         print(f"  {mode:18s} {up:9.3f}s  {base / up:5.2f}x    {ng:9.3f}s  {nb / ng:5.2f}x{mark}")
     flop = update_flop(trainer.model.config, batch, n)
-    default_mode = next(m for m in modes if modes[m][1] == default_runs and m != "unshared (TRL)")
+    default_mode = next(
+        m for m in modes if modes[m][1:] == (default_runs, default_head) and m != "unshared (TRL)"
+    )
     up = statistics.median(times[default_mode])
     width = batch["completion_ids"].shape[1]
     call_rows = -(-rows // default_runs) * width  # one length run of pass 2 at the full width

@@ -92,10 +92,14 @@ LAYOUTS = {
 }
 
 
+@pytest.mark.parametrize("head", ["fused", "plain"])
 @pytest.mark.parametrize("grad", [True, False])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("batch_size", [None, 2 * N])
-def test_shared_prompt_equals_trl(two_layer_dir, tmp_path, spy, grad, layout, batch_size):
+def test_shared_prompt_equals_trl(two_layer_dir, tmp_path, spy, monkeypatch, grad, layout, batch_size, head):
+    import maxk.train.shared_prompt as sp
+
+    monkeypatch.setattr(sp, "HEAD", head)  # pass 2's LM head: TRL's fused kernel or head_logps
     trainer = make_trainer(two_layer_dir, tmp_path, temperature=0.7, beta=0.0)
     model = trainer.model
     model.train()
@@ -118,8 +122,13 @@ def test_shared_prompt_equals_trl(two_layer_dir, tmp_path, spy, grad, layout, ba
         torch.testing.assert_close(got[2][name], g, atol=ATOL, rtol=1e-4, msg=name)
 
 
-def test_temperature_reaches_the_shared_path(two_layer_dir, tmp_path):
-    """Two temperatures give different log-probs through the shared path (the fused head's own)."""
+@pytest.mark.parametrize("head", ["fused", "plain"])
+def test_temperature_reaches_the_shared_path(two_layer_dir, tmp_path, monkeypatch, head):
+    """Two temperatures give different log-probs through the shared path (the fused head's own, or the
+    trainer's passed to ``head_logps``), each TRL's."""
+    import maxk.train.shared_prompt as sp
+
+    monkeypatch.setattr(sp, "HEAD", head)
     ids, mask = None, None
     results = []
     for temperature in (1.0, 0.5):

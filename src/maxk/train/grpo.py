@@ -497,8 +497,9 @@ class MaxKGRPOTrainer(GRPOTrainer):
             chunk = slice(start, min(start + batch_size, rows))
             with self.accelerator.autocast():
                 lp, ent = shared_prompt_logps(
-                    model, input_ids[chunk], attention_mask[chunk], logits_to_keep, self.num_generations
-                )
+                    model, input_ids[chunk], attention_mask[chunk], logits_to_keep, self.num_generations,
+                    temperature=self.temperature,
+                )  # fmt: skip
             logps.append(lp)
             entropies.append(ent)
         return torch.cat(logps), torch.cat(entropies) if compute_entropy else None

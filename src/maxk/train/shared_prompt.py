@@ -34,10 +34,22 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["grouped_rows", "length_runs", "shared_prompt_logps", "tail_labels", "tail_position_ids"]
+__all__ = [
+    "grouped_rows",
+    "head_logps",
+    "length_runs",
+    "shared_prompt_logps",
+    "tail_labels",
+    "tail_position_ids",
+]
 
 #: Pass 2's length runs per micro-batch (benchmarks/bench_update.py measures 1, 2, 4, 8).
 RUNS = 4
+#: Pass 2's LM head: ``"fused"`` (TRL's chunked kernel, which never holds ``[rows, width, vocab]``) or
+#: ``"plain"`` (``head_logps``: the run's logits at once and torch's log-softmax, 1.12x on the update
+#: and none on the no-grad passes on the embedded scale: ``benchmarks/bench_update.py`` measures both).
+#: The plain head changes the last bits of training, so it waits for a run of the default made with it.
+HEAD = "fused"
 
 
 def grouped_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int, n: int) -> bool:
@@ -79,6 +91,27 @@ def length_runs(completion_mask: torch.Tensor, runs: int) -> list[tuple[torch.Te
     return out
 
 
+def head_logps(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    labels: torch.Tensor,
+    temperature: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-probs of ``labels`` ``[rows, T]`` under ``softmax((hidden @ weight.T + bias) /
+    temperature)`` in float32, and the entropies of those distributions (with their gradient, as TRL's;
+    a loss that does not read them never runs it); both 0 where the label is -100. The same numbers as TRL's
+    fused head (its ``ChunkedLogProbFunction``: an online log-sum-exp over vocabulary chunks), to
+    float32 rounding, in one product and torch's log-softmax: on a CPU with a small vocabulary the
+    chunked kernel's passes cost more than the ``[rows, T, vocab]`` logits they save."""
+    logits = F.linear(hidden.float(), weight.float(), None if bias is None else bias.float())
+    logp = (logits / temperature if temperature != 1.0 else logits).log_softmax(-1)
+    valid = labels != -100
+    picked = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1).masked_fill(~valid, 0.0)
+    entropy = -(logp.exp() * logp).sum(-1).masked_fill(~valid, 0.0)
+    return picked, entropy
+
+
 def shared_prompt_logps(
     model: Any,
     input_ids: torch.Tensor,
@@ -86,12 +119,14 @@ def shared_prompt_logps(
     logits_to_keep: int,
     n: int,
     runs: int | None = None,
+    temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs ``[rows, logits_to_keep]`` of the completions (the last ``logits_to_keep``
-    columns) and the fused head's entropies (None when the head does not compute them), with each
-    run of ``n`` rows' prompt computed once and the completions in ``runs`` (default ``RUNS``) length
-    runs (0 past each row's end). ``model`` carries TRL's fused LM head; the rows must pass
-    ``grouped_rows``. Runs under the caller's grad mode and autocast."""
+    columns) at ``temperature`` and their entropies (None when TRL's fused head computes none), with
+    each run of ``n`` rows' prompt computed once and the completions in ``runs`` (default ``RUNS``)
+    length runs (0 past each row's end). ``model`` carries TRL's fused LM head (``HEAD``: used, or
+    replaced by ``head_logps`` on the backbone's output, at the temperature TRL patched it with); the
+    rows must pass ``grouped_rows``. Runs under the caller's grad mode and autocast."""
     from transformers.cache_utils import DynamicCache
 
     prompt_len = input_ids.shape[1] - logits_to_keep
@@ -110,17 +145,24 @@ def shared_prompt_logps(
             cache.update(keys.index_select(0, groups), values.index_select(0, groups), li)
         tail_ids = input_ids[idx, prompt_len - 1 : prompt_len + width]
         mask = attention_mask[idx, : prompt_len + width]  # (prompt, completion): the cache's and the tail's
-        out = model(
-            input_ids=tail_ids,
-            attention_mask=mask,
-            past_key_values=cache,
-            position_ids=tail_position_ids(prompt_len, width, input_ids.device),
-            labels=tail_labels(tail_ids, mask[:, prompt_len - 1 :]),
-            fused_lm_head=True,
-        )
+        labels = tail_labels(tail_ids, mask[:, prompt_len - 1 :])
+        positions = tail_position_ids(prompt_len, width, input_ids.device)
         pad = (0, logits_to_keep - width)
-        logps.append(F.pad(_last(out.log_probs, width), pad))
-        entropies.append(None if out.entropy is None else F.pad(_last(out.entropy, width), pad))
+        if HEAD == "plain":
+            hidden = model.model(
+                input_ids=tail_ids, attention_mask=mask, past_key_values=cache, position_ids=positions,
+                use_cache=False,
+            ).last_hidden_state  # fmt: skip
+            head = model.get_output_embeddings()
+            lp, ent = head_logps(hidden[:, :-1], head.weight, head.bias, labels[:, 1:], temperature)
+        else:
+            out = model(
+                input_ids=tail_ids, attention_mask=mask, past_key_values=cache, position_ids=positions,
+                labels=labels, fused_lm_head=True,
+            )  # fmt: skip
+            lp, ent = out.log_probs, out.entropy
+        logps.append(F.pad(_last(lp, width), pad))
+        entropies.append(None if ent is None else F.pad(_last(ent, width), pad))
         rows.append(idx)
     back = torch.argsort(torch.cat(rows))  # the rows' original order
     logp = torch.cat(logps).index_select(0, back)
