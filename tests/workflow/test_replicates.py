@@ -30,9 +30,18 @@ def _job_stats(*args: str) -> dict[str, int]:
 
 @pytest.mark.parametrize("scale", [[], ["--configfile", "config/paper.yaml"]], ids=["embedded", "paper"])
 def test_three_seeds_plan_three_times_the_seed_jobs_and_no_more(scale):
+    """Three times every seed job but the `analysis.checks` pairs' (the first seed's only)."""
+    from maxk.config import load_config
+    from maxk.workflow.targets import metrics_files
+
     one = _job_stats(*scale, "--config", "replicates=[1234]")
     three = _job_stats(*scale, "--config", "replicates=[1234,2,3]")
+    config = load_config(ROOT / (scale[1] if scale else "config/config.yaml"))
+    checks = metrics_files(config["analysis"].get("checks") or [], 1234)
+    alone = _job_stats(*scale, *checks, "--config", "replicates=[1234]") if checks else {}
+    per_check = {rule: n for rule, n in alone.items() if rule not in ONCE}  # jobs only the checks need
+    assert bool(per_check) == bool(checks)
     assert "analysis_across_seeds" not in one and three.pop("analysis_across_seeds") == 1
     assert set(one) == set(three) and set(one) >= ONCE
     for rule, count in one.items():
-        assert three[rule] == (count if rule in ONCE else 3 * count), rule
+        assert three[rule] == (count if rule in ONCE else 3 * count - 2 * per_check.get(rule, 0)), rule
