@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,10 +133,9 @@ class StartCache:
 
     def keep(self, path: Path, point: dict[str, Any]) -> None:
         """Write ``point`` whole or not at all (two runs may write the same point at once)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-        tmp.write_text(json.dumps(point, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        from maxk.io import write_json
+
+        write_json(path, point)
 
 
 class HeldoutCurve(TrainerCallback):

@@ -253,20 +253,20 @@ def train_run(
 def _start_cache(checkpoints: str, model: str, data: list[str], sandbox: dict, use_cpu: bool):
     """Where this run's start points are kept and read (``maxk.train.heldout.StartCache``), under the
     checkpoint root: for a model in a local directory on the CPU (a hub id or a GPU: None, measured
-    by each run). Its identity: every byte of the model directory and of the data files, the sandbox
+    by each run). Its identity: the model directory's files (``maxk.generate.run.model_fingerprint``,
+    as a sample's manifest records them), every byte of the data files, the sandbox
     settings, maxk's measuring code, the torch and transformers versions, the kernel path, the threads."""
     import torch
     import transformers
 
     from maxk.data.source import sha256_file
+    from maxk.generate.run import model_fingerprint
     from maxk.train.heldout import StartCache, measuring_code_digest
 
-    directory = Path(model)
-    if not use_cpu or not directory.is_dir():
+    if not use_cpu or not Path(model).is_dir():
         return None
-    files = sorted(f for f in directory.rglob("*") if f.is_file())
     identity = {
-        "model": {str(f.relative_to(directory)): sha256_file(f) for f in files},
+        "model": model_fingerprint(model)["sha256"],  # the files' bytes, not where they lie
         "data": [sha256_file(d) for d in dict.fromkeys(data)],
         "sandbox": sandbox,
         "code": measuring_code_digest(),
