@@ -35,7 +35,7 @@ def test_three_seeds_plan_three_times_the_seed_jobs_and_no_more(scale):
     from maxk.workflow.targets import metrics_files
 
     one = _job_stats(*scale, "--config", "replicates=[1234]")
-    three = _job_stats(*scale, "--config", "replicates=[1234,2,3]")
+    three = _job_stats(*scale, "--config", "replicates=[1234,2,3]", "replicate_outputs=all")
     config = load_config(ROOT / (scale[1] if scale else "config/config.yaml"))
     checks = metrics_files(config["analysis"].get("checks") or [], 1234)
     alone = _job_stats(*scale, *checks, "--config", "replicates=[1234]") if checks else {}
@@ -45,3 +45,12 @@ def test_three_seeds_plan_three_times_the_seed_jobs_and_no_more(scale):
     assert set(one) == set(three) and set(one) >= ONCE
     for rule, count in one.items():
         assert three[rule] == (count if rule in ONCE else 3 * count - 2 * per_check.get(rule, 0)), rule
+
+
+def test_pooled_replicates_sample_the_call_set_on_the_first_seed_only():
+    """The embedded default (``replicate_outputs: pooled``): seeds 2 and 3 train every run and sample
+    and score the claims' dataset, but no paper-layout table, figure or ``suite_call`` sample."""
+    plan = _job_stats("--config", "replicates=[1234,2,3]")
+    full = _job_stats("--config", "replicates=[1234,2,3]", "replicate_outputs=all")
+    assert plan["train"] == full["train"] and plan["generate_shard"] < full["generate_shard"]
+    assert plan["analysis_claims"] == 3 and full["analysis_table"] == 3 * plan["analysis_table"]

@@ -257,7 +257,7 @@ def test_analysis_subsections_rerun_only_their_rules():
 
 def test_three_seeds_make_three_of_every_seed_dependent_target_but_the_checks_and_one_of_the_rest():
     config = load_config(ROOT / "config" / "config.yaml")
-    config["replicates"] = [1234]
+    config["replicates"], config["replicate_outputs"] = [1234], "all"
     one = targets.final_targets(config)
     config["replicates"] = [1234, 2, 3]
     three = targets.final_targets(config)
@@ -284,6 +284,27 @@ def test_three_seeds_make_three_of_every_seed_dependent_target_but_the_checks_an
     assert [P.seed_of(f) for f in inputs["yardstick"]] == [1234, 2, 3]
     assert [P.seed_of(f) for f in inputs["claims"]] == [1234, 2, 3]
     assert [P.seed_of(f) for f in inputs["differences"]] == [1234, 2, 3]
+
+
+def test_pooled_replicates_make_what_the_pooled_reading_reads_and_the_first_seed_everything():
+    """``replicate_outputs: pooled``: a later seed's final outputs are its runs, its claims and
+    yardstick files and its audit; the first seed's are those of ``all``; the across-seed job reads
+    only files the later seeds still make (through the claims job's inputs)."""
+    config = load_config(ROOT / "config" / "config.yaml")
+    config["replicates"], config["replicate_outputs"] = [1234, 2, 3], "all"
+    full = {s: targets.seed_targets(config, s) for s in (1234, 2)}
+    config["replicate_outputs"] = "pooled"
+    assert targets.seed_targets(config, 1234) == full[1234]
+    later = targets.seed_targets(config, 2)
+    runs = [f for r in sorted(config["runs"]) for f in (P.train_metrics(2, r), P.model_dir(2, r))]
+    read = [P.claims(2, "csv"), P.claims(2, "md"), P.yardstick(2)]
+    audit = [P.contamination(2, e) for e in ("csv", "md")]
+    assert later == runs + read + audit and set(later) < set(full[2])
+    assert not [f for f in later if "/tables/" in f or "/figures/" in f or "suite_call" in f]
+    inputs = targets.across_seed_inputs(config)
+    assert {f for fs in inputs.values() for f in fs if P.seed_of(f) == 2} and all(
+        "suite_call" not in f for fs in inputs.values() for f in fs
+    )
 
 
 def test_a_seed_slice_takes_the_jobs_seed_and_only_where_it_has_one():

@@ -167,11 +167,19 @@ def seed_targets(config: Mapping, seed: P.Seed) -> list[str]:
     """Every final output of one seed's run: each run's model and training curves, the analysis
     outputs, and the contamination audit. The ``checks`` pairs on the first seed of ``replicates`` only:
     no table, figure or claim reads them, so another seed's would repeat the check at another sampling
-    seed (on the shipped base, the same model)."""
+    seed (on the shipped base, the same model). With ``replicate_outputs: pooled``, a seed after the
+    first makes only what the pooled reading reads (its claims and yardstick files, whose inputs are
+    the runs, samples and scores they compare) besides its runs and audit: no paper-layout table,
+    figure or significance file, and no dataset that only those read."""
     out: list[str] = []
     for run in sorted(config["runs"]):
         out += [P.train_metrics(seed, run), P.model_dir(seed, run)]
-    out += analysis_targets(config["analysis"], seed, checks=str(seed) == str(config["replicates"][0]))
+    first = str(seed) == str(config["replicates"][0])
+    if first or config["replicate_outputs"] == "all":
+        out += analysis_targets(config["analysis"], seed, checks=first)
+    elif "claims" in config["analysis"]:
+        out += [P.claims(seed, ext) for ext in ("csv", "md")]
+        out += [P.yardstick(seed)] if yardstick_models(config["analysis"]) else []
     if config["analysis"]["contamination"]["audit"]:
         out += [P.contamination(seed, ext) for ext in ("csv", "md")]
     return out
