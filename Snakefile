@@ -8,7 +8,7 @@ import os
 from snakemake.utils import min_version
 
 from maxk.config import compose, validate_config
-from maxk.workflow import jobserver
+from maxk.workflow import allocator, jobserver
 
 min_version("9.0")
 
@@ -32,6 +32,12 @@ os.environ.update(MAXK_WORKFLOW_DIR=workflow.basedir)
 
 
 report: "workflow/report/workflow.rst"
+
+
+# A local run's jobs keep the memory they free for reuse (glibc's settings, where the user set none; read by
+# each process at its start, so set before the job server and every job): maxk.workflow.allocator.
+if workflow.local_exec and not jobserver.gpu_present():
+    allocator.apply(os.environ)
 
 
 # Warm job starts (config key warm_start): a local run's jobs fork from one interpreter that has imported

@@ -187,6 +187,17 @@ def test_a_bad_key_is_named():
         validate_config({"seed": 0, "generate": {"n": 0}})
 
 
+def test_command_line_strings_become_the_schema_s_booleans_and_seeds():
+    """`--config warm_start=false replicates=[1,2]`: Snakemake hands over strings; the schema's types win,
+    and a string that is no boolean stays an error naming its key."""
+    config = load_config()
+    for given, read in (("false", False), ("True", True), ("FALSE", False)):
+        assert validate_config({**config, "warm_start": given})["warm_start"] is read
+    assert validate_config({**config, "replicates": ["1", "2"]})["replicates"] == [1, 2]
+    with pytest.raises(ConfigError, match="warm_start"):
+        validate_config({**config, "warm_start": "no"})
+
+
 def test_base_model_path_is_required_only_when_the_workflow_does_not_build_it():
     """A built base is results/seed{seed}/models/base (maxk.paths.model_path): `path` is read only with
     `build: false`, and required only then."""

@@ -151,6 +151,16 @@ def _fill_compared_datasets(config: dict[str, Any]) -> None:
             spec["datasets"] = list(default)
 
 
+def _coerce_top_level_booleans(config: dict[str, Any]) -> None:
+    """``--config warm_start=false``: Snakemake reads only ``True``/``False`` as booleans and hands
+    ``false`` over as a string; a top-level key the schema types boolean takes ``true``/``false`` in
+    any case, as YAML would."""
+    props = _load_yaml(SCHEMA).get("properties", {})
+    for key, value in config.items():
+        if isinstance(value, str) and props.get(key, {}).get("type") == "boolean":
+            config[key] = {"true": True, "false": False}.get(value.strip().lower(), value)
+
+
 def validate_config(config: dict[str, Any], *, file: str | Path | None = None) -> dict[str, Any]:
     """Check ``config`` (composed: ``compose``) against the schema and fill in every default, in
     place; return it."""
@@ -159,6 +169,7 @@ def validate_config(config: dict[str, Any], *, file: str | Path | None = None) -
     reps = config.get("replicates")
     if isinstance(reps, list):  # `--config replicates=[1234,2,3]`: Snakemake hands the items over as strings
         config["replicates"] = [int(r) if isinstance(r, str) and r.strip().isdigit() else r for r in reps]
+    _coerce_top_level_booleans(config)
     try:
         _validator().validate(config)
     except ValidationError as exc:

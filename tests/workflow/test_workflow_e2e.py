@@ -108,6 +108,13 @@ def test_clean_run_produces_every_artefact(clean_run: Path) -> None:
                 "figures/across_seeds_claims.pdf", "claims/across_seeds_yardstick.csv"]:  # fmt: skip
         assert (once / rel).is_file(), rel
     assert list((once / "lab").iterdir()), "the estimator lab wrote nothing"
+    # a local run's jobs ran with glibc's allocator kept from trimming (maxk.workflow.allocator), where the
+    # caller had set none of its variables; the environment record says which settings they ran with
+    from maxk.workflow.allocator import ALLOCATOR_ENV, current
+    from maxk.workflow.jobserver import gpu_present
+
+    record = json.loads((once / "provenance" / "environment.json").read_text())
+    assert record["allocator"] == current(os.environ if gpu_present() else {**ALLOCATOR_ENV, **os.environ})
     across = (once / "claims" / "across_seeds.md").read_text()
     assert all(f"seed {s}" in across for s in SEEDS) and "grpo_raises_pass_at_1" in across
     # the instrument over every seed, from the claims rule's differences.csv

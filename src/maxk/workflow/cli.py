@@ -39,9 +39,13 @@ def _job_server(args: argparse.Namespace) -> int:
 
 
 def _provenance(args: argparse.Namespace) -> int:
+    import os
+
     from maxk.io import write_json
     from maxk.provenance import provenance_record
+    from maxk.workflow.allocator import current
 
     config = json.loads(args.config_json)
-    write_json(args.output, provenance_record(config, seeds={"seed": config.get("seed")}))
+    record = provenance_record(config, seeds={"seed": config.get("seed")}, allocator=current(os.environ))
+    write_json(args.output, record)
     return 0
