@@ -377,6 +377,24 @@ def test_probe_overlays_load_over_the_embedded_default(probe):
     assert all(run in header for run in added)
 
 
+def test_the_comparison_probe_reads_the_designs_runs_as_they_are_in_the_paper_s_roles():
+    """config/probes/comparison.yaml: its runs are designs 5's and 6's (n = 4), setting for setting, and the
+    paper's claims read them in the roles of the paper's runs (the base and the GRPO runs stay)."""
+    from maxk.analysis.claims import paper_claims
+
+    raw = _raw("config/probes/comparison.yaml")
+    designs = {
+        **_raw("config/probes/bon_learns_k2.yaml")["runs"],
+        **_raw("config/probes/bon_max_small_n.yaml")["runs"],
+    }
+    assert raw["runs"] and all(raw["runs"][run] == designs[run] for run in raw["runs"])
+    roles = raw["analysis"]["claims"]["roles"]
+    assert set(roles.values()) == set(raw["runs"])
+    cfg = load_config(ROOT / "config/config.yaml", ROOT / "config/probes/comparison.yaml")
+    read = {r for c in paper_claims(cfg["analysis"]) for r in c.runs()}
+    assert set(roles.values()) <= read and not set(roles) & read and {"base", "grpo_continuous"} <= read
+
+
 #: probes that build another base or other data cannot share the default's tree; every other one must
 OWN_TREE_KEYS = {"base_model", "data", "datasets"}
 
