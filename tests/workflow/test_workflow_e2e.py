@@ -7,10 +7,10 @@ end with tables byte-identical to the clean run's (same config and seed => same 
 runs at ``--cores 1``, so the same run also shows that the cores granted do not change a result. The config
 runs two seeds (``replicates``): under its own ``results/seed{seed}/``, each seed runs every job the
 across-seed claims table reads (its runs, samples, scores and claims), and the table joins them; the
-first seed runs its whole DAG (``clean_targets``: the second's tables and figures would repeat the same
-jobs under another seed). The killed run has the first seed only (``config_one_seed.yaml``), run for
-the outputs it is compared on (its tables, significance and claims: ``compared_outputs``), which must be
-the clean run's.
+first seed runs its whole DAG (``replicate_outputs: pooled``: the second's tables and figures would
+repeat the same jobs under another seed). The killed run has the first seed only
+(``config_one_seed.yaml``), run for the outputs it is compared on (its tables, significance and claims:
+``compared_outputs``), which must be the clean run's.
 """
 
 from __future__ import annotations
@@ -82,15 +82,13 @@ SEEDS = load_config(ROOT / "config" / "config.yaml", SMALL)["replicates"]
 
 
 def clean_targets() -> tuple[str, ...]:
-    """What the clean run is run for: every final output (``all``) but the second seed's own, of which
-    it builds what the across-seed outputs read (its runs, samples, scores, claims and yardstick). The
-    second seed's DAG is the first's under another seed, so its tables, figures and audit would only
-    repeat the first's jobs: the seed-dependent jobs the across-seed table needs run twice, the rest once."""
-    from maxk.workflow.targets import final_targets, seed_targets
+    """What the clean run is run for: every final output (``all``). With ``replicate_outputs: pooled``
+    (the default's) the second seed makes what the across-seed outputs read (its runs, samples, scores,
+    claims and yardstick) and its audit, no table or figure: the seed-dependent jobs the across-seed
+    table needs run twice, the rest once."""
+    from maxk.workflow.targets import final_targets
 
-    config = load_config(ROOT / "config" / "config.yaml", SMALL)
-    second = set(seed_targets(config, SEEDS[1]))
-    return tuple(t for t in final_targets(config) if t not in second)
+    return tuple(final_targets(load_config(ROOT / "config" / "config.yaml", SMALL)))
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +130,7 @@ def test_clean_run_produces_every_artefact(clean_run: Path) -> None:
     for rel in ("claims/claims.csv", "claims/yardstick.csv", "metrics/base_T0.85/suite_test.parquet",
                 "models/offpolicy_bon/config.json", "metrics/offpolicy_bon/suite_test.parquet"):  # fmt: skip
         assert (second / rel).is_file(), rel
+    assert not (second / "tables").exists() and not (second / "figures").exists()  # replicate_outputs: pooled
     _trained_in_the_machines_best_sandbox(clean_run)
     weights = [(clean_run / P.model_dir(s, "grpo_continuous") / "model.safetensors").read_bytes()
                for s in SEEDS]  # fmt: skip
