@@ -14,7 +14,6 @@ and whether both wrote the same rows (an allocator must not change a sample).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -39,19 +38,17 @@ def children() -> tuple[float, float, int]:
 
 
 def job_args(work: Path, model: Path, problems: int, n: int, max_new_tokens: int) -> list[str]:
-    """A problem file in ``work`` and the ``maxk generate`` arguments of one job on it (output last)."""
+    """A problem file in ``work`` and the ``maxk generate`` arguments of one job on it (output last):
+    ``bench_job_start.generate_job`` on the embedded default's settings."""
+    from bench_job_start import generate_job
+
     from maxk.config import load_config
     from maxk.data.suite import generate_suite
     from maxk.io import write_jsonl
 
     write_jsonl(work / "problems.jsonl.gz", generate_suite("stdio", problems, 0))
     config = load_config(ROOT / "config" / "config.yaml")
-    gen = {**config["generate"], "n": n, "max_new_tokens": max_new_tokens, "max_problems": problems}
-    job = {"generate": gen, "prompt": config["prompt"], "seed": config["seed"]}
-    return ["generate", "--model-path", str(model), "--model-name", "base",
-            "--problems", str(work / "problems.jsonl.gz"), "--dataset", "suite_test", "--shard", "0",
-            "--num-shards", "1", "--threads", "1", "--gpus", "0", "--config-json", json.dumps(job),
-            "--output"]  # fmt: skip
+    return generate_job(config, model, work / "problems.jsonl.gz", problems, n, max_new_tokens)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,10 +57,18 @@ def stage(work: Path, problems: int, n: int, max_new_tokens: int) -> list[str]:
     base = config["base_model"]
     tok = train_tokenizer([r["prompt"] for r in rows] * 4, vocab_size=base["tokenizer"]["vocab_size"])
     save(init_model(tok, seed=0, **base["model"]), tok, work / "model")
+    return generate_job(config, work / "model", work / "problems.jsonl.gz", problems, n, max_new_tokens)
+
+
+def generate_job(
+    config: dict, model: Path, problems_file: Path, problems: int, n: int, max_new_tokens: int
+) -> list[str]:
+    """The ``maxk`` arguments of one generation job as the pipeline runs it (one shard, one thread, the
+    base model's name) on ``config``'s generation and prompt settings at these sizes; the output path last."""
     gen = {**config["generate"], "n": n, "max_new_tokens": max_new_tokens, "max_problems": problems}
     job = {"generate": gen, "prompt": config["prompt"], "seed": config["seed"]}
-    return ["generate", "--model-path", str(work / "model"), "--model-name", "base",
-            "--problems", str(work / "problems.jsonl.gz"), "--dataset", "suite_test", "--shard", "0",
+    return ["generate", "--model-path", str(model), "--model-name", "base",
+            "--problems", str(problems_file), "--dataset", "suite_test", "--shard", "0",
             "--num-shards", "1", "--threads", "1", "--gpus", "0", "--config-json", json.dumps(job),
             "--output"]  # fmt: skip
 

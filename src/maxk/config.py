@@ -151,14 +151,23 @@ def _fill_compared_datasets(config: dict[str, Any]) -> None:
             spec["datasets"] = list(default)
 
 
-def _coerce_top_level_booleans(config: dict[str, Any]) -> None:
-    """``--config warm_start=false``: Snakemake reads only ``True``/``False`` as booleans and hands
-    ``false`` over as a string; a top-level key the schema types boolean takes ``true``/``false`` in
-    any case, as YAML would."""
+@functools.cache
+def _top_level_booleans() -> frozenset[str]:
+    """The top-level keys the schema types boolean (read once per process)."""
     props = _load_yaml(SCHEMA).get("properties", {})
-    for key, value in config.items():
-        if isinstance(value, str) and props.get(key, {}).get("type") == "boolean":
-            config[key] = {"true": True, "false": False}.get(value.strip().lower(), value)
+    return frozenset(key for key, prop in props.items() if prop.get("type") == "boolean")
+
+
+def _from_command_line(config: dict[str, Any]) -> None:
+    """The schema's types for what Snakemake hands over as strings from ``--config``: the items of
+    ``replicates=[1234,2,3]``, and a top-level boolean's ``true``/``false`` in any case, as YAML reads
+    them (Snakemake reads only ``True``/``False``)."""
+    reps = config.get("replicates")
+    if isinstance(reps, list):
+        config["replicates"] = [int(r) if isinstance(r, str) and r.strip().isdigit() else r for r in reps]
+    for key in _top_level_booleans() & set(config):
+        if isinstance(config[key], str):
+            config[key] = {"true": True, "false": False}.get(config[key].strip().lower(), config[key])
 
 
 def validate_config(config: dict[str, Any], *, file: str | Path | None = None) -> dict[str, Any]:
@@ -166,10 +175,7 @@ def validate_config(config: dict[str, Any], *, file: str | Path | None = None) -
     place; return it."""
     from jsonschema import ValidationError
 
-    reps = config.get("replicates")
-    if isinstance(reps, list):  # `--config replicates=[1234,2,3]`: Snakemake hands the items over as strings
-        config["replicates"] = [int(r) if isinstance(r, str) and r.strip().isdigit() else r for r in reps]
-    _coerce_top_level_booleans(config)
+    _from_command_line(config)
     try:
         _validator().validate(config)
     except ValidationError as exc:

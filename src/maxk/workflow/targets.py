@@ -138,6 +138,16 @@ def contamination_data(config: Mapping, seed: P.Seed) -> list[str]:
     return list(dict.fromkeys(files))
 
 
+def claim_targets(analysis: Mapping, seed: P.Seed) -> list[str]:
+    """The claim files of ``seed`` (csv, md, and the yardstick's where configured): none without a
+    claims section."""
+    if "claims" not in analysis:
+        return []
+    return [P.claims(seed, "csv"), P.claims(seed, "md")] + (
+        [P.yardstick(seed)] if yardstick_models(analysis) else []
+    )
+
+
 def analysis_targets(analysis: Mapping, seed: P.Seed, *, checks: bool = True) -> list[str]:
     """Every table (tex/md/csv), the significance file, every figure and claim file the section
     declares for ``seed``, and, with ``checks``, the metrics of the ``checks`` pairs (scored outside the
@@ -155,9 +165,7 @@ def analysis_targets(analysis: Mapping, seed: P.Seed, *, checks: bool = True) ->
             out += [P.entropy_estimates(seed, ext) for ext in ("csv", "md")]
     for d in curve_datasets(analysis):
         out += [P.figure(seed, f"maxk_{d}", ext) for ext in ("pdf", "png")]
-    if "claims" in analysis:
-        out += [P.claims(seed, ext) for ext in ("csv", "md")]
-        out += [P.yardstick(seed)] if yardstick_models(analysis) else []
+    out += claim_targets(analysis, seed)
     if checks:
         out += metrics_files([(m, d) for m, d in analysis.get("checks") or []], seed)
     return out
@@ -177,9 +185,8 @@ def seed_targets(config: Mapping, seed: P.Seed) -> list[str]:
     first = str(seed) == str(config["replicates"][0])
     if first or config["replicate_outputs"] == "all":
         out += analysis_targets(config["analysis"], seed, checks=first)
-    elif "claims" in config["analysis"]:
-        out += [P.claims(seed, ext) for ext in ("csv", "md")]
-        out += [P.yardstick(seed)] if yardstick_models(config["analysis"]) else []
+    else:
+        out += claim_targets(config["analysis"], seed)
     if config["analysis"]["contamination"]["audit"]:
         out += [P.contamination(seed, ext) for ext in ("csv", "md")]
     return out
