@@ -96,3 +96,39 @@ def test_torch_threads_of_a_command_are_the_configured_ones_whatever_the_cores(t
             assert "--threads 3 " in command or command.startswith(
                 "OMP_NUM_THREADS=3 MKL_NUM_THREADS=3 OPENBLAS_NUM_THREADS=3 "
             ), (rule, command[:300])
+
+
+def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
+    """Each training job's priority is its passes over its prompts (maxk.workflow.resources.train_priority):
+    the default's four-epoch runs above its one-epoch runs, PPO 3 above PPO 1, so that a long run is not
+    left alone at the end of a run with a core idle beside it. Checked on Snakemake's own plan."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from maxk.config import load_config
+    from maxk.workflow.resources import train_priority
+
+    config = load_config(ROOT / "config" / "config.yaml")
+    want = {run: train_priority(config, run) for run in config["runs"]}
+    assert want["grpo_e4_ppo3"] > want["grpo_e4_ppo1"] > want["grpo_continuous"] > want["grpo_e1_ppo1"] >= 1
+    assert want["bon_mean"] == want["grpo_continuous"]  # the same epochs and PPO iterations
+    half = {**config, "runs": {"half": {"method": "grpo", "num_train_epochs": 0.5, "num_iterations": 2}}}
+    assert train_priority(half, "half") == 2  # 0.5 x 3 = 1.5, rounded up: fractional epochs rank too
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    args = ["-n", "--forceall", "--cores", "2", "--directory", str(tmp_path)]
+    args += ["--configfile", str(ROOT / "config" / "config.yaml"), "--config", "replicates=[1234]"]
+    res = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), *args],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=HANG_GUARD_S,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    planned = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", res.stdout + res.stderr):
+        if block.strip().startswith("rule train:"):
+            run = re.search(r"wildcards: seed=\d+, run=(\w+)", block)
+            priority = re.search(r"^\s*priority: (\d+)$", block, re.M)
+            assert run and priority, block
+            planned[run.group(1)] = int(priority.group(1))
+    assert planned == want

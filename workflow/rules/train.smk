@@ -101,6 +101,7 @@ rule train:
         f"{SEED_BENCH}/train/{{run}}.tsv"
     wildcard_constraints:
         run="|".join(sorted(config["runs"])),
+    priority: lambda wc: train_priority(config, wc.run)
     conda:
         "../../envs/train.yaml"
     threads: threads_of("train")

@@ -9,6 +9,7 @@ knows the partition's limits. A CPU rule without caps grows freely.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -52,3 +53,15 @@ def generate_resources(config: dict[str, Any], base: dict[str, Any]) -> dict[str
     if gen["backend"] == "vllm":
         res["gpu"] = max(int(res.get("gpu", 0) or 0), gen["vllm"]["tensor_parallel_size"])
     return res
+
+
+def train_priority(config: dict[str, Any], run: str) -> int:
+    """Snakemake ``priority:`` of run ``run``'s training job: its cost in passes over its prompts,
+    ``ceil(num_train_epochs * (1 + num_iterations))`` (each pass one generation and ``num_iterations``
+    updates of every batch). Among the jobs ready at once Snakemake starts the higher first, so the
+    longest runs start first and no long run is left alone at the end of the run with a core idle
+    beside it (longest-processing-time-first). Scheduling only: no output changes."""
+    from maxk.train.launch import run_config
+
+    effective = run_config(config["train"], config["runs"][run])
+    return math.ceil(float(effective["num_train_epochs"]) * (1 + int(effective["num_iterations"])))
