@@ -126,7 +126,7 @@ def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     planned = {}
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", res.stdout + res.stderr):
-        if block.strip().startswith("rule train:"):
+        if re.match(r"(?:local)?rule train:", block.strip()):
             run = re.search(r"wildcards: seed=\d+, run=(\w+)", block)
             priority = re.search(r"^\s*priority: (\d+)$", block, re.M)
             assert run and priority, block
