@@ -99,7 +99,8 @@ def test_torch_threads_of_a_command_are_the_configured_ones_whatever_the_cores(t
 
 
 def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
-    """Each training job's priority is its passes over its prompts (maxk.workflow.resources.train_priority):
+    """Each training job's priority is its passes over its prompts (maxk.workflow.resources.train_priority),
+    and its prompts' job carries the highest of its readers' (prompts_priority):
     the default's four-epoch runs above its one-epoch runs, PPO 3 above PPO 1, so that a long run is not
     left alone at the end of a run with a core idle beside it. Checked on Snakemake's own plan."""
     import os
@@ -108,7 +109,7 @@ def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
     import sys
 
     from maxk.config import load_config
-    from maxk.workflow.resources import train_priority
+    from maxk.workflow.resources import prompts_priority, train_priority
 
     config = load_config(ROOT / "config" / "config.yaml")
     want = {run: train_priority(config, run) for run in config["runs"]}
@@ -116,6 +117,13 @@ def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
     assert want["bon_mean"] == want["grpo_continuous"]  # the same epochs and PPO iterations
     half = {**config, "runs": {"half": {"method": "grpo", "num_train_epochs": 0.5, "num_iterations": 2}}}
     assert train_priority(half, "half") == 2  # 0.5 x 3 = 1.5, rounded up: fractional epochs rank too
+    probe = load_config(ROOT / "config" / "config.yaml", ROOT / "config" / "probes" / "comparison.yaml")
+    from maxk import paths as P
+
+    (key,) = P.run_prompt_filters(probe)  # the design runs' own filter: its readers are those five runs
+    own = [run for run in probe["runs"] if run.startswith(("k2_", "n4_"))]
+    assert prompts_priority(probe, f"-{key}") == max(train_priority(probe, run) for run in own) == 16
+    assert prompts_priority(probe, "-00000000") == 0  # a file no run reads
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     args = ["-n", "--forceall", "--cores", "2", "--directory", str(tmp_path)]
     args += ["--configfile", str(ROOT / "config" / "config.yaml"), "--config", "replicates=[1234]"]
@@ -124,11 +132,17 @@ def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    planned = {}
+    planned, prompts = {}, []
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", res.stdout + res.stderr):
+        priority = re.search(r"^\s*priority: (\d+)$", block, re.M)
         if re.match(r"(?:local)?rule train:", block.strip()):
             run = re.search(r"wildcards: seed=\d+, run=(\w+)", block)
-            priority = re.search(r"^\s*priority: (\d+)$", block, re.M)
             assert run and priority, block
             planned[run.group(1)] = int(priority.group(1))
+        elif re.match(r"(?:local)?rule rl_prompts:", block.strip()):
+            assert priority, block
+            prompts.append(int(priority.group(1)))
     assert planned == want
+    # the training jobs wait on their seed's prompts, which Snakemake would otherwise start after every
+    # ready generation and scoring job: they carry the highest priority of the runs that read them
+    assert prompts == [max(want.values())] == [prompts_priority(config, "")]

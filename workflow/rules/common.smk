@@ -2,7 +2,7 @@
 # depends on live in the package (maxk.paths; maxk.workflow: targets, slices), tested without Snakemake.
 from maxk import paths as P
 from maxk.workflow import slices
-from maxk.workflow.resources import retry_resources, train_priority
+from maxk.workflow.resources import prompts_priority, retry_resources, train_priority
 from maxk.workflow.targets import final_targets
 
 RESULTS, LOGS, BENCH = P.RESULTS, P.LOGS, P.BENCH

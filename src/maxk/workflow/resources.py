@@ -65,3 +65,16 @@ def train_priority(config: dict[str, Any], run: str) -> int:
 
     effective = run_config(config["train"], config["runs"][run])
     return math.ceil(float(effective["num_train_epochs"]) * (1 + int(effective["num_iterations"])))
+
+
+def prompts_priority(config: dict[str, Any], filter_suffix: str) -> int:
+    """Snakemake ``priority:`` of the ``rl_prompts`` job whose ``{filter}`` wildcard is ``filter_suffix``
+    (empty: the shared file; ``-KEY``: a run's own filter): the highest ``train_priority`` of the runs
+    that read its file. Snakemake does not pass a job's priority to the jobs it waits on, so without
+    this a seed's prompts waited behind every ready generation and scoring job, and its training with
+    them (in a three-seed run of the default seed 3's prompts were built 42 minutes in)."""
+    from maxk import paths as P
+
+    mine = P.edge_prompts_pattern("0", config["train"]["dataset"]).format(filter=filter_suffix)
+    readers = [run for run in config["runs"] if P.train_prompts(config, "0", run) == mine]
+    return max((train_priority(config, run) for run in readers), default=0)
