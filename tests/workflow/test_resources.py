@@ -122,7 +122,8 @@ def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
 
     (key,) = P.run_prompt_filters(probe)  # the design runs' own filter: its readers are those five runs
     own = [run for run in probe["runs"] if run.startswith(("k2_", "n4_"))]
-    assert prompts_priority(probe, f"-{key}") == max(train_priority(probe, run) for run in own) == 16
+    longest = max(train_priority(probe, run) for run in own)
+    assert longest == 16 and prompts_priority(probe, f"-{key}", threads=2) == 2 * longest + 1
     assert prompts_priority(probe, "-00000000") == 0  # a file no run reads
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     args = ["-n", "--forceall", "--cores", "2", "--directory", str(tmp_path)]
@@ -144,5 +145,6 @@ def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
             prompts.append(int(priority.group(1)))
     assert planned == want
     # the training jobs wait on their seed's prompts, which Snakemake would otherwise start after every
-    # ready generation and scoring job: they carry the highest priority of the runs that read them
-    assert prompts == [max(want.values())] == [prompts_priority(config, "")]
+    # ready generation and scoring job, and after any set of training jobs that fits on the prompts' threads
+    threads = (config["resources"].get("rl_prompts") or {}).get("threads", 1)
+    assert prompts == [threads * max(want.values()) + 1] == [prompts_priority(config, "", threads)]

@@ -72,7 +72,7 @@ if EDGE_FILTERS:
             f"{SEED_BENCH}/train/rl_prompts{{filter}}.tsv"
         wildcard_constraints:
             filter="(?:" + "|".join(EDGE_FILTERS) + ")",  # an empty alternative: the shared file
-        priority: lambda wc: prompts_priority(config, wc.filter)
+        priority: lambda wc: prompts_priority(config, wc.filter, threads_of("rl_prompts"))
         conda:
             "../../envs/train.yaml"
         threads: threads_of("rl_prompts")

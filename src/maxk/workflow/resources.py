@@ -67,14 +67,20 @@ def train_priority(config: dict[str, Any], run: str) -> int:
     return math.ceil(float(effective["num_train_epochs"]) * (1 + int(effective["num_iterations"])))
 
 
-def prompts_priority(config: dict[str, Any], filter_suffix: str) -> int:
+def prompts_priority(config: dict[str, Any], filter_suffix: str, threads: int = 1) -> int:
     """Snakemake ``priority:`` of the ``rl_prompts`` job whose ``{filter}`` wildcard is ``filter_suffix``
-    (empty: the shared file; ``-KEY``: a run's own filter): the highest ``train_priority`` of the runs
-    that read its file. Snakemake does not pass a job's priority to the jobs it waits on, so without
-    this a seed's prompts waited behind every ready generation and scoring job, and its training with
-    them (in a three-seed run of the default seed 3's prompts were built 42 minutes in)."""
+    (empty: the shared file; ``-KEY``: a run's own filter) and which computes with ``threads`` threads:
+    above any set of training jobs that could run on those threads in its place, ``threads`` times the
+    highest ``train_priority`` of the runs that read its file, plus one (0 where none does).
+
+    Snakemake does not pass a job's priority to the jobs it waits on, so without a priority of its own a
+    seed's prompts waited behind every ready generation and scoring job, and its training with them (in
+    a three-seed run of the default seed 3's prompts were built 42 minutes in); and its MILP scheduler
+    sums the priorities of the jobs it starts together, so a two-thread job with one training job's
+    priority lost to any two training jobs (seen: seed 1234's runs started before seeds 2's and 3's
+    prompts, on which all their runs wait)."""
     from maxk import paths as P
 
     mine = P.edge_prompts_pattern("0", config["train"]["dataset"]).format(filter=filter_suffix)
     readers = [run for run in config["runs"] if P.train_prompts(config, "0", run) == mine]
-    return max((train_priority(config, run) for run in readers), default=0)
+    return int(threads) * max(train_priority(config, run) for run in readers) + 1 if readers else 0
