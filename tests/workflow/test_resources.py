@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -49,30 +50,36 @@ def test_paper_training_retry_stays_schedulable():
 TORCH_RULES = ("base_model", "rl_prompts", "train", "generate_shard", "entropy_rescore")
 
 
-def _planned(workdir: Path, cores: int, overlay: Path) -> dict[str, list[str]]:
-    """rule -> [its jobs' shell commands, sorted] of the whole DAG of the embedded default, as
-    `snakemake -n -p --forceall --cores N` plans it; a `threads: N` line (the cores granted) as well."""
+def _plan(workdir: Path, cores: int, *args: str) -> list[tuple[str, str]]:
+    """``(rule, its block)`` of every job of the embedded default's whole DAG as ``snakemake -n --forceall
+    --cores N --configfile config/config.yaml ARGS...`` plans it in ``workdir``."""
     import os
-    import re
     import subprocess
     import sys
 
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    args = ["-n", "-p", "--forceall", "--cores", str(cores), "--directory", str(workdir)]
-    args += ["--configfile", str(ROOT / "config" / "config.yaml"), str(overlay)]
+    command = ["-n", "--forceall", "--cores", str(cores), "--directory", str(workdir)]
+    command += ["--configfile", str(ROOT / "config" / "config.yaml"), *args]
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), *args],
+        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), *command],
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    blocks = re.split(r"\n(?=(?:local)?rule \w+:)", res.stdout + res.stderr)
+    heads = [(re.match(r"(?:local)?rule (\w+):", block.strip()), block) for block in blocks]
+    return [(m.group(1), block) for m, block in heads if m]
+
+
+def _planned(workdir: Path, cores: int, overlay: Path) -> dict[str, list[str]]:
+    """rule -> [its jobs' shell commands, sorted] of the whole DAG of the embedded default, as
+    `snakemake -n -p --forceall --cores N` plans it; a `threads: N` line (the cores granted) as well."""
     out: dict[str, list[str]] = {}
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", res.stdout + res.stderr):
-        m = re.match(r"(?:local)?rule (\w+):", block.strip())
-        if m and m.group(1) in TORCH_RULES:
+    for rule, block in _plan(workdir, cores, str(overlay), "-p"):
+        if rule in TORCH_RULES:
             granted = re.search(r"^\s*threads: (\d+)$", block, re.M)
             command = re.search(r"^Shell command: (.*)$", block, re.M)
             assert command, block
-            out.setdefault(m.group(1), []).append(f"{granted.group(1) if granted else 1}: {command.group(1)}")
+            out.setdefault(rule, []).append(f"{granted.group(1) if granted else 1}: {command.group(1)}")
     return {rule: sorted(jobs) for rule, jobs in out.items()}
 
 
@@ -103,11 +110,7 @@ def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
     and its prompts' job carries the highest of its readers' (prompts_priority):
     the default's four-epoch runs above its one-epoch runs, PPO 3 above PPO 1, so that a long run is not
     left alone at the end of a run with a core idle beside it. Checked on Snakemake's own plan."""
-    import os
-    import re
-    import subprocess
-    import sys
-
+    from maxk import paths as P
     from maxk.config import load_config
     from maxk.workflow.resources import prompts_priority, train_priority
 
@@ -118,29 +121,19 @@ def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
     half = {**config, "runs": {"half": {"method": "grpo", "num_train_epochs": 0.5, "num_iterations": 2}}}
     assert train_priority(half, "half") == 2  # 0.5 x 3 = 1.5, rounded up: fractional epochs rank too
     probe = load_config(ROOT / "config" / "config.yaml", ROOT / "config" / "probes" / "comparison.yaml")
-    from maxk import paths as P
-
     (key,) = P.run_prompt_filters(probe)  # the design runs' own filter: its readers are those five runs
     own = [run for run in probe["runs"] if run.startswith(("k2_", "n4_"))]
     longest = max(train_priority(probe, run) for run in own)
     assert longest == 16 and prompts_priority(probe, f"-{key}", threads=2) == 2 * longest + 1
     assert prompts_priority(probe, "-00000000") == 0  # a file no run reads
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    args = ["-n", "--forceall", "--cores", "2", "--directory", str(tmp_path)]
-    args += ["--configfile", str(ROOT / "config" / "config.yaml"), "--config", "replicates=[1234]"]
-    res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), *args],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=HANG_GUARD_S,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     planned, prompts = {}, []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", res.stdout + res.stderr):
+    for rule, block in _plan(tmp_path, 2, "--config", "replicates=[1234]"):
         priority = re.search(r"^\s*priority: (\d+)$", block, re.M)
-        if re.match(r"(?:local)?rule train:", block.strip()):
+        if rule == "train":
             run = re.search(r"wildcards: seed=\d+, run=(\w+)", block)
             assert run and priority, block
             planned[run.group(1)] = int(priority.group(1))
-        elif re.match(r"(?:local)?rule rl_prompts:", block.strip()):
+        elif rule == "rl_prompts":
             assert priority, block
             prompts.append(int(priority.group(1)))
     assert planned == want
