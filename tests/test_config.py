@@ -395,6 +395,35 @@ def test_the_comparison_probe_reads_the_designs_runs_as_they_are_in_the_paper_s_
     assert set(roles.values()) <= read and not set(roles) & read and {"base", "grpo_continuous"} <= read
 
 
+def test_the_default_s_inference_aware_runs_are_the_measured_design_setting_for_setting():
+    """config/config.yaml gives the paper's five inference-aware runs the settings of
+    config/probes/comparison_256.yaml, under which they were measured to learn (docs/design.md, "The
+    inference-aware runs"): each run trains with the probe's run's settings, on its prompt file; every
+    other run trains on the shared prompt filter's file; the paper scale keeps the paper's settings."""
+    from maxk import paths as P
+    from maxk.train.launch import run_config
+
+    default = load_config(ROOT / "config/config.yaml")
+    probe = load_config(ROOT / "config/config.yaml", ROOT / "config/probes/comparison_256.yaml")
+    roles = probe["analysis"]["claims"]["roles"]
+    assert set(roles) == set(_raw("config/config.yaml")["run_settings"])
+
+    def effective(cfg, run):  # what the run trains with: the train section under the run's settings
+        settings = run_config(cfg["train"], cfg["runs"][run])
+        settings.pop("description", None)
+        return settings
+
+    for paper_run, probe_run in roles.items():
+        assert effective(default, paper_run) == effective(probe, probe_run), paper_run
+        assert P.train_prompts(default, 7, paper_run) == P.train_prompts(probe, 7, probe_run)
+        assert P.train_prompts(default, 7, paper_run) != P.edge_prompts(7, "suite_rl")
+    for run in set(default["runs"]) - set(roles):
+        assert P.train_prompts(default, 7, run) == P.edge_prompts(7, "suite_rl"), run
+    paper = load_config(ROOT / "config/paper.yaml")
+    departures = _raw("config/config.yaml")["run_settings"]
+    assert all(departures[run] and not set(departures[run]) & set(paper["runs"][run]) for run in roles)
+
+
 #: probes that build another base or other data cannot share the default's tree; every other one must
 OWN_TREE_KEYS = {"base_model", "data", "datasets"}
 
@@ -416,9 +445,7 @@ def test_a_probe_of_runs_leaves_the_default_s_runs_as_they_are(probe):
     both = load_config(ROOT / "config/config.yaml", probe)
     for run in default["runs"]:
         assert slices.config_json(both, "train", run, 7) == slices.config_json(default, "train", run, 7), run
-        assert (
-            P.train_prompts(both, 7, run) == P.train_prompts(default, 7, run) == P.edge_prompts(7, "suite_rl")
-        )
+        assert P.train_prompts(both, 7, run) == P.train_prompts(default, 7, run), run
     assert slices.config_json(both, "rl_prompts", None, 7) == slices.config_json(
         default, "rl_prompts", None, 7
     )
@@ -445,7 +472,8 @@ def test_a_run_s_prompt_filter_gets_a_file_and_a_job_of_its_own():
     cfg["runs"]["same"] = {"method": "grpo", "prompt_filter": dict(shared)}  # equal to the shared one
     cfg["runs"]["none"] = {"method": "grpo", "prompt_filter": None, "max_prompts": None}
     key = P.filter_key({**shared, "spread_k": 2})
-    assert P.run_prompt_filters(cfg) == {key: {**shared, "spread_k": 2}} and len(key) == 8
+    before = P.run_prompt_filters(load_config(ROOT / "config/config.yaml"))
+    assert P.run_prompt_filters(cfg) == {**before, key: {**shared, "spread_k": 2}} and len(key) == 8
     assert P.train_prompts(cfg, 3, "own") == f"results/seed3/data/suite_rl.edge-{key}.jsonl.gz"
     assert (
         P.train_prompts(cfg, 3, "same")
@@ -458,3 +486,19 @@ def test_a_run_s_prompt_filter_gets_a_file_and_a_job_of_its_own():
     assert run_config(cfg["train"], {"method": "grpo"})["max_prompts"] == cfg["train"]["max_prompts"]
     with pytest.raises(ValueError, match="no run's prompt_filter has the key 'deadbeef'"):
         slices.config_json(cfg, "rl_prompts", "deadbeef", 3)
+
+
+def test_a_scale_s_run_settings_tune_its_experiment_s_runs_beneath_an_overlay_s():
+    """``run_settings`` merge into the runs the experiment defines, beneath any ``runs`` a later file
+    sets, and are not kept; a run the experiment does not define loses its settings with it."""
+    from maxk.config import lay_over
+
+    experiment = {"runs": {"a": {"method": "grpo", "learning_rate": 1.0}, "b": {"method": "grpo"}}}
+    scale = {
+        "run_settings": {"a": {"learning_rate": 2.0, "bon_k": 2}, "gone": {"bon_k": 3}},
+        "runs": {"a": {"bon_k": 5}},
+    }
+    out = lay_over(experiment, scale)
+    assert out["runs"] == {"a": {"method": "grpo", "learning_rate": 2.0, "bon_k": 5}, "b": {"method": "grpo"}}
+    assert "run_settings" not in out and "gone" not in out["runs"]
+    assert experiment["runs"]["a"] == {"method": "grpo", "learning_rate": 1.0} and "run_settings" in scale

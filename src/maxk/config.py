@@ -106,7 +106,9 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 def compose(config: dict[str, Any], *, root: str | Path = _ROOT) -> dict[str, Any]:
     """``config`` (the scale files as merged, ``--config`` values included) laid over the experiment
     file its ``experiment`` key names (relative to ``root``, the repository), in place; return it.
-    Without that key, ``config`` is returned as it is (it defines its runs and analysis itself)."""
+    Without that key, ``config`` is returned as it is (it defines its runs and analysis itself).
+
+    A scale's ``run_settings`` are laid over its experiment's runs (``lay_over``)."""
     name = config.get("experiment")
     if name is None:
         return config
@@ -133,8 +135,19 @@ def load_experiment(path: Path) -> dict[str, Any]:
 
 
 def lay_over(experiment: dict[str, Any], scale: dict[str, Any]) -> dict[str, Any]:
-    """A new config: ``experiment`` updated by ``scale`` (``merge``); neither is changed."""
-    return merge(merge({}, experiment), scale)
+    """A new config: ``experiment`` updated by ``scale`` (``merge``); neither is changed.
+
+    The scale's ``run_settings`` (its settings for runs the experiment defines: ``{run: {key: value}}``)
+    are merged into those runs first, beneath the scale's own ``runs``, and are not kept; settings for a
+    run the experiment does not define are dropped (a reduced experiment, as the end-to-end tests',
+    drops runs and with them their settings)."""
+    out = merge({}, experiment)
+    scale = dict(scale)
+    runs = out.get("runs") or {}
+    for run, values in (scale.pop("run_settings", None) or {}).items():
+        if run in runs:
+            merge(runs[run], values or {})
+    return merge(out, scale)
 
 
 def _fill_compared_datasets(config: dict[str, Any]) -> None:

@@ -117,7 +117,7 @@ def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
     config = load_config(ROOT / "config" / "config.yaml")
     want = {run: train_priority(config, run) for run in config["runs"]}
     assert want["grpo_e4_ppo3"] > want["grpo_e4_ppo1"] > want["grpo_continuous"] > want["grpo_e1_ppo1"] >= 1
-    assert want["bon_mean"] == want["grpo_continuous"]  # the same epochs and PPO iterations
+    assert want["bon_mean"] == want["grpo_e4_ppo1"]  # the same epochs and PPO iterations
     half = {**config, "runs": {"half": {"method": "grpo", "num_train_epochs": 0.5, "num_iterations": 2}}}
     assert train_priority(half, "half") == 2  # 0.5 x 3 = 1.5, rounded up: fractional epochs rank too
     probe = load_config(ROOT / "config" / "config.yaml", ROOT / "config" / "probes" / "comparison.yaml")
@@ -140,4 +140,11 @@ def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
     # the training jobs wait on their seed's prompts, which Snakemake would otherwise start after every
     # ready generation and scoring job, and after any set of training jobs that fits on the prompts' threads
     threads = (config["resources"].get("rl_prompts") or {}).get("threads", 1)
-    assert prompts == [threads * max(want.values()) + 1] == [prompts_priority(config, "", threads)]
+    (edge,) = P.run_prompt_filters(config)  # the inference-aware runs' filter (config.yaml's run_settings)
+    shared_file = P.edge_prompts(1234, "suite_rl")
+    shared = [run for run in config["runs"] if P.train_prompts(config, 1234, run) == shared_file]
+    readers = {"": shared, f"-{edge}": [run for run in config["runs"] if run not in shared]}
+    assert all(readers.values())
+    assert sorted(prompts) == sorted(prompts_priority(config, suffix, threads) for suffix in readers)
+    highest = [max(want[run] for run in runs) for runs in readers.values()]
+    assert sorted(prompts) == sorted(threads * top + 1 for top in highest)
