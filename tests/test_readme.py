@@ -138,6 +138,8 @@ def test_stage_of_knows_every_rules_benchmark_file() -> None:
         assert R.stage_of(rel) != "other", template
     assert R.stage_of("seed7/benchmarks/train/base_model.tsv") == "base_model"
     assert R.stage_of("seed7/benchmarks/train/bon_mean.tsv") == "train"
+    assert R.stage_of("seed7/benchmarks/train/rl_prompts.tsv") == "rl_prompts"
+    assert R.stage_of("seed7/benchmarks/train/rl_prompts-e7055458.tsv") == "rl_prompts"  # a run's own filter
     assert R.stage_of("seed7/benchmarks/generate/rescore/base/suite_test.tsv") == "rescore"
     assert R.stage_of("seed7/benchmarks/generate/base/suite_test/shard3.tsv") == "generate"
     assert R.stage_of("benchmarks/environment.tsv") == "analysis"

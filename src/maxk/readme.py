@@ -101,6 +101,8 @@ def stage_of(rel: str) -> str:
     top = rest[0] if rest else ""
     if top == "train" and len(rest) == 2:
         name = Path(rest[1]).stem
+        if name.startswith("rl_prompts-"):  # a run's own prompt filter's file (rl_prompts-KEY); runs are \w+
+            return "rl_prompts"
         return name if name in ("base_model", "rl_prompts") else "train"
     if top == "generate":
         return "rescore" if len(rest) > 1 and rest[1] == "rescore" else "generate"
