@@ -185,7 +185,7 @@ def test_a_run_may_set_its_own_group_size_and_planning_checks_it(tmp_path):
     cfg["runs"]["bon_max_mean"]["per_device_train_batch_size"] = 15
     with pytest.raises(ValueError, match=r"run 'bon_max_mean': per_device_train_batch_size = 15 .*num_gen"):
         train_slice(cfg, "bon_max_mean")
-    cfg["runs"]["bon_mean"].update(num_generations=2, per_device_train_batch_size=16)  # bon_k 4 > n 2
+    cfg["runs"]["bon_mean"].update(num_generations=2, per_device_train_batch_size=16, bon_k=4)  # k 4 > n 2
     with pytest.raises(ValueError, match=r"run 'bon_mean': bon_mean: bon_k=4 must be in \[1, num_gen"):
         train_slice(cfg, "bon_mean")
 
