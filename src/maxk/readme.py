@@ -100,9 +100,7 @@ def stage_of(rel: str) -> str:
         return "analysis"
     top = rest[0] if rest else ""
     if top == "train" and len(rest) == 2:
-        name = Path(rest[1]).stem
-        if name.startswith("rl_prompts-"):  # a run's own prompt filter's file (rl_prompts-KEY); runs are \w+
-            return "rl_prompts"
+        name = Path(rest[1]).stem.partition("-")[0]  # rl_prompts-KEY: a run's own filter (run names are \w+)
         return name if name in ("base_model", "rl_prompts") else "train"
     if top == "generate":
         return "rescore" if len(rest) > 1 and rest[1] == "rescore" else "generate"
