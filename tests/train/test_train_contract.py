@@ -262,3 +262,20 @@ def test_trl_loads_the_policy_in_the_dtype_model_init_kwargs_names(tiny_model_di
     assert create_model_from_path(str(tiny_model_dir), **gpu).dtype == torch.bfloat16
     cpu = grpo_kwargs(effective, output_dir="x", seed=1, use_cpu=True)["model_init_kwargs"]
     assert cpu == {"dtype": "float32"}  # a CPU run keeps float32 whatever the config says
+
+
+def test_trl_source_the_epoch_sampler_relies_on():
+    """Override 8 (EpochRepeatSampler): TRL builds its train sampler as a RepeatSampler drawing one
+    permutation per pass, and transformers calls the sampler's set_epoch before each epoch's pass (through
+    accelerate's DataLoaderShard, or the batch sampler it wraps). A release that stops either breaks the
+    resumed and chained runs' equality (tests/train/test_train_prefix.py), so it fails here by name."""
+    from accelerate.data_loader import DataLoaderShard
+    from transformers import Trainer
+    from trl import GRPOTrainer
+    from trl.trainer.utils import RepeatSampler
+
+    assert "return RepeatSampler(" in inspect.getsource(GRPOTrainer._get_train_sampler)
+    assert "torch.randperm(self.num_samples, generator=self.generator)" in inspect.getsource(RepeatSampler)
+    epoch_src = inspect.getsource(Trainer._run_epoch)
+    assert epoch_src.index("set_epoch(epoch)") < epoch_src.index("epoch_iterator = iter(train_dataloader)")
+    assert "self.batch_sampler.sampler.set_epoch(epoch)" in inspect.getsource(DataLoaderShard.set_epoch)

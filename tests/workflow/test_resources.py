@@ -106,18 +106,20 @@ def test_torch_threads_of_a_command_are_the_configured_ones_whatever_the_cores(t
 
 
 def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
-    """Each training job's priority is its passes over its prompts (maxk.workflow.resources.train_priority),
-    and its prompts' job carries the highest of its readers' (prompts_priority):
-    the default's four-epoch runs above its one-epoch runs, PPO 3 above PPO 1, so that a long run is not
-    left alone at the end of a run with a core idle beside it. Checked on Snakemake's own plan."""
+    """Each training job's priority is the passes over its prompts of the chain of jobs it starts
+    (maxk.workflow.resources.train_priority: a four-epoch run that starts from a one-epoch run's end,
+    maxk.train.prefix, trains three epochs after it), and its prompts' job carries the highest of its
+    readers' (prompts_priority): PPO 3 above PPO 1, a chain's head above its tail, so that a long run is
+    not left alone at the end of a run with a core idle beside it. Checked on Snakemake's own plan."""
     from maxk import paths as P
     from maxk.config import load_config
     from maxk.workflow.resources import prompts_priority, train_priority
 
     config = load_config(ROOT / "config" / "config.yaml")
     want = {run: train_priority(config, run) for run in config["runs"]}
-    assert want["grpo_e4_ppo3"] > want["grpo_e4_ppo1"] > want["grpo_continuous"] > want["grpo_e1_ppo1"] >= 1
-    assert want["bon_mean"] == want["grpo_e4_ppo1"]  # the same epochs and PPO iterations
+    assert want["grpo_continuous"] > want["grpo_e4_ppo3"] > want["grpo_e1_ppo1"] > want["grpo_e4_ppo1"] >= 1
+    assert want["grpo_continuous"] == want["offpolicy_bon"] == 16  # 4 epochs x (1 + 3), chained or not
+    assert want["bon_mean"] == want["grpo_e1_ppo1"] == 8  # the same epochs and PPO iterations
     half = {**config, "runs": {"half": {"method": "grpo", "num_train_epochs": 0.5, "num_iterations": 2}}}
     assert train_priority(half, "half") == 2  # 0.5 x 3 = 1.5, rounded up: fractional epochs rank too
     probe = load_config(ROOT / "config" / "config.yaml", ROOT / "config" / "probes" / "comparison.yaml")
@@ -126,17 +128,22 @@ def test_the_longest_training_runs_are_planned_first(tmp_path: Path) -> None:
     longest = max(train_priority(probe, run) for run in own)
     assert longest == 16 and prompts_priority(probe, f"-{key}", threads=2) == 2 * longest + 1
     assert prompts_priority(probe, "-00000000") == 0  # a file no run reads
-    planned, prompts = {}, []
+    planned, prompts, waits = {}, [], {}
     for rule, block in _plan(tmp_path, 2, "--config", "replicates=[1234]"):
         priority = re.search(r"^\s*priority: (\d+)$", block, re.M)
         if rule == "train":
             run = re.search(r"wildcards: seed=\d+, run=(\w+)", block)
             assert run and priority, block
             planned[run.group(1)] = int(priority.group(1))
+            inputs = re.search(r"^\s*input: (.*)$", block, re.M)
+            waits[run.group(1)] = sorted(re.findall(r"metrics/train/(\w+)\.csv", inputs.group(1)))
         elif rule == "rl_prompts":
             assert priority, block
             prompts.append(int(priority.group(1)))
     assert planned == want
+    # each four-epoch run of table 4 waits for the one-epoch run whose end it starts from, no other run waits
+    assert {run: w for run, w in waits.items() if w} == {"grpo_e4_ppo1": ["grpo_e1_ppo1"],
+                                                         "grpo_e4_ppo3": ["grpo_continuous"]}  # fmt: skip
     # the training jobs wait on their seed's prompts, which Snakemake would otherwise start after every
     # ready generation and scoring job, and after any set of training jobs that fits on the prompts' threads
     threads = (config["resources"].get("rl_prompts") or {}).get("threads", 1)

@@ -2,7 +2,12 @@
 # depends on live in the package (maxk.paths; maxk.workflow: targets, slices), tested without Snakemake.
 from maxk import paths as P
 from maxk.workflow import slices
-from maxk.workflow.resources import prompts_priority, retry_resources, train_priority
+from maxk.workflow.resources import (
+    prefix_of,
+    prompts_priority,
+    retry_resources,
+    train_priority,
+)
 from maxk.workflow.targets import final_targets
 
 RESULTS, LOGS, BENCH = P.RESULTS, P.LOGS, P.BENCH
@@ -24,6 +29,13 @@ def config_json(rule, name=None, seed=None):
     of that slice, and only of it, reruns the job); `seed`: the job's seed wildcard, if it has one.
     """
     return slices.config_json(config, rule, name, seed)
+
+
+def prefix_metrics(seed, run):
+    """The metrics CSV of the run whose end run `run` starts from (maxk.workflow.resources.prefix_of),
+    so that its job waits for it; [] where none."""
+    prefix = prefix_of(config, run)
+    return P.train_metrics(seed, prefix) if prefix else []
 
 
 def rule_resources(name):

@@ -93,6 +93,8 @@ rule train:
         data=lambda wc: P.train_prompts(config, wc.seed, wc.run),
         heldout=HELDOUT_DATA,
         model=P.model_inputs(config, "{seed}", P.BASE),
+        # the run whose end this run starts from (maxk.train.prefix): waited for, never read
+        prefix=lambda wc: prefix_metrics(wc.seed, wc.run),
     output:
         model=directory(P.model_dir("{seed}", "{run}")),
         metrics=P.train_metrics("{seed}", "{run}"),

@@ -36,6 +36,13 @@ change exactly that and nothing else:
    the live policy's weights: every prompt of the generation batch in one decode loop, its
    ``num_generations`` samples sharing the prompt's cache, seeded from (seed, step, prompt). TRL's
    own ``model.generate`` path is kept for other models, vLLM, and ``rollout_decoder="generate"``.
+7. ``_get_per_token_logps_and_entropies`` runs each group's prompt once (``maxk.train.shared_prompt``).
+8. ``_get_train_sampler``: TRL's ``RepeatSampler`` with ``set_epoch`` (``EpochRepeatSampler``), so that
+   epoch e's prompt order is a function of (seed, e), the (e+1)-th permutation of the seeded stream that
+   an uninterrupted run draws: a run resumed from a checkpoint past an epoch boundary draws the order
+   the uninterrupted run drew (TRL's sampler restarts its stream in the resumed process, so epoch e
+   there repeated epoch 1's order), and a run of E epochs passes through a run of fewer epochs' final
+   state (``maxk.train.prefix``).
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from typing import Any
 import torch
 import trl
 from trl import GRPOConfig, GRPOTrainer
-from trl.trainer.utils import split_tensor_dict
+from trl.trainer.utils import RepeatSampler, split_tensor_dict
 
 from maxk.objectives import ESTIMATORS, REWARD_KINDS, compute_advantages, estimator, needs_k, uses_deltas
 from maxk.seeds import derive_seed
@@ -229,6 +236,29 @@ def _prompt_groups(prompt_ids: list[list[int]], n: int) -> list[list[int]] | Non
     if any(prompt_ids[i] != groups[i // n] for i in range(len(prompt_ids))):
         return None
     return [list(g) for g in groups]
+
+
+class EpochRepeatSampler(RepeatSampler):
+    """TRL's ``RepeatSampler`` whose epoch ``e`` (``set_epoch``, which the Trainer calls before each epoch)
+    draws the (e+1)-th permutation of the stream its seed starts: the order an uninterrupted run draws,
+    one ``__iter__`` per epoch, in a fresh process too (a resumed run). Without a seed or shuffling:
+    as TRL's."""
+
+    @classmethod
+    def of(cls, sampler: RepeatSampler) -> RepeatSampler:
+        """``sampler`` (TRL's, as ``GRPOTrainer._get_train_sampler`` built it) as this class."""
+        if type(sampler) is not RepeatSampler:
+            raise TypeError(f"expected trl's RepeatSampler, got {type(sampler).__name__}")
+        new = cls.__new__(cls)
+        new.__dict__.update(sampler.__dict__)
+        return new
+
+    def set_epoch(self, epoch: int) -> None:
+        if not self.shuffle or self.seed is None:
+            return
+        self.generator.manual_seed(self.seed)
+        for _ in range(epoch):  # the permutations of the epochs before (what __iter__ drew)
+            torch.randperm(self.num_samples, generator=self.generator)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -458,6 +488,11 @@ class MaxKGRPOTrainer(GRPOTrainer):
             and a.repetition_penalty == 1.0
             and supports(self.accelerator.unwrap_model(self.model))
         )
+
+    # -- 8. an epoch's prompt order a function of (seed, epoch) ---------------------------------------
+    def _get_train_sampler(self, dataset=None):
+        sampler = super()._get_train_sampler(dataset)
+        return EpochRepeatSampler.of(sampler)
 
     # -- 7. each group's prompt computed once in the log-prob passes ------------------------------------
     def _can_share_prompts(self, model, input_ids, attention_mask, logits_to_keep, batch_size, extra) -> bool:

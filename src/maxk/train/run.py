@@ -7,6 +7,8 @@ declared outputs, in ``{checkpoints}/{run}-{hash}/`` (Snakemake deletes declared
 job), so a killed job resumes from its last checkpoint when rerun with the same config, seed, base
 model and RL prompts (the hash covers all four: ``maxk.train.launch.input_fingerprint``) and the same
 process layout (``maxk.train.launch.launch_signature``: a DeepSpeed checkpoint is not a plain one).
+A run with no checkpoint of its own starts from the end of a run of fewer epochs and otherwise the same
+training, where one has been recorded (``maxk.train.prefix``), and records its own end for a longer run.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from maxk.train.launch import (
     run_hash,
     tracker_env,
 )
+from maxk.train.prefix import adopt, publish, trajectory_key, whole_epochs
 
 #: Metrics CSV columns first in this order (then any other logged key, sorted).
 METRIC_COLUMNS = (
@@ -209,15 +212,28 @@ def train_run(
         trainer = MaxKGRPOTrainer(
             model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer
         )
-        start_cache = None
+        start_cache, curves = None, []
         if effective["heldout"]:
             pool = heldout_data or data
             start_cache = _start_cache(checkpoints, model, [pool, data], config["sandbox"], use_cpu)
-            for callback in _heldout_curves(
+            curves = _heldout_curves(
                 effective, pool, problems, tokenizer, scorer, trainer, seed, config["prompt"], start_cache
-            ):
+            )
+            for callback in curves:
                 trainer.add_callback(callback)
         last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+        key = trajectory_key(effective, start_from)
+        adopted = None
+        if last is None and key is not None:  # the first epochs from a shorter run's end (maxk.train.prefix)
+            if trainer.accelerator.is_main_process:
+                epochs, heldout = whole_epochs(effective), effective["heldout"]
+                adopted = adopt(checkpoints, key, epochs=epochs, heldout=heldout, checkpoint_dir=ckpt_dir)
+                if adopted is not None:
+                    _measure_starts(curves, trainer.model, Path(adopted["checkpoint"]))
+                    print(f"{run}: starts from {adopted['run']}'s end ({adopted['epochs']} epochs, "
+                          f"{adopted['steps']} steps): {adopted['source']}")  # fmt: skip
+            trainer.accelerator.wait_for_everyone()
+            last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
         start = time.perf_counter()
         trainer.train(resume_from_checkpoint=last)
         wall = time.perf_counter() - start
@@ -232,6 +248,8 @@ def train_run(
     }
     if start_cache is not None:  # each start point measured here or read from the run that measured it
         summary["start_measurements"] = dict(sorted(start_cache.read.items()))
+    if adopted is not None:
+        summary["started_from_run"] = {k: adopted[k] for k in ("run", "epochs", "steps", "source")}
     final = Path(out)
     tmp = final.with_name(f".tmp-{final.name}")
     if trainer.accelerator.is_main_process:
@@ -247,7 +265,33 @@ def train_run(
         os.replace(tmp, final)  # the model directory appears whole or not at all
         write_metrics_csv(metrics, trainer.state.log_history)
         write_provenance(metrics, config=config, seeds={"seed": seed}, summary=summary)
+        final_checkpoint = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+        if (
+            key is not None
+            and final_checkpoint
+            and final_checkpoint.endswith(f"-{trainer.state.global_step}")
+        ):
+            publish(checkpoints, key, run=run, epochs=whole_epochs(effective), checkpoint=final_checkpoint,
+                    log_history=trainer.state.log_history, heldout=effective["heldout"])  # fmt: skip
     return summary
+
+
+def _measure_starts(curves: list, model: Any, checkpoint: Path) -> None:
+    """Measure on ``model`` (the base: the trainer has not loaded ``checkpoint`` yet) the start of each
+    curve that ``checkpoint``'s log lacks (``maxk.train.prefix.adopt`` kept no point of it), and add
+    them to that log, where ``HeldoutCurve.on_train_begin`` finds them."""
+    import json
+
+    path = checkpoint / "trainer_state.json"
+    state = json.loads(path.read_text(encoding="utf-8"))
+    starts = []
+    for curve in curves:
+        if not any(f"{curve.prefix}/reward" in entry for entry in state["log_history"]):
+            curve.model = model
+            starts.append(curve.start())
+    if starts:
+        state["log_history"] = starts + state["log_history"]
+        path.write_text(json.dumps(state, indent=2), encoding="utf-8")
 
 
 def _start_cache(checkpoints: str, model: str, data: list[str], sandbox: dict, use_cpu: bool):
@@ -315,13 +359,21 @@ def _heldout_curves(
             stop_token_ids=list(trainer.eos_token_ids),
             seed=seed,
             # each point also reaches the live trackers (not trainer.log: TRL's log flushes its metrics)
-            forward=lambda logs: trainer.callback_handler.on_log(
-                trainer.args, trainer.state, trainer.control, logs
-            ),
+            forward=lambda logs: _forward_to_trackers(trainer, logs),
             prefix=prefix,
             start_cache=start_cache,
         ))  # fmt: skip
     return curves
+
+
+def _forward_to_trackers(trainer: Any, logs: dict[str, Any]) -> None:
+    """Hand a measurement to the trainer's callbacks' ``on_log`` (the live trackers) without touching the
+    step's own logging: transformers' ``CallbackHandler.on_log`` clears ``control.should_log``, so a point
+    measured at a step's end (``on_step_end``, before the trainer logs the step) used to drop that step's
+    row of the metrics CSV (TRL then averaged its numbers into the next row; the last step's were lost)."""
+    should_log = trainer.control.should_log
+    trainer.callback_handler.on_log(trainer.args, trainer.state, trainer.control, logs)
+    trainer.control.should_log = should_log
 
 
 def _sandbox_record(scorer: Any) -> dict[str, Any]:

@@ -55,16 +55,35 @@ def generate_resources(config: dict[str, Any], base: dict[str, Any]) -> dict[str
     return res
 
 
-def train_priority(config: dict[str, Any], run: str) -> int:
-    """Snakemake ``priority:`` of run ``run``'s training job: its cost in passes over its prompts,
-    ``ceil(num_train_epochs * (1 + num_iterations))`` (each pass one generation and ``num_iterations``
-    updates of every batch). Among the jobs ready at once Snakemake starts the higher first, so the
-    longest runs start first and no long run is left alone at the end of the run with a core idle
-    beside it (longest-processing-time-first). Scheduling only: no output changes."""
+def run_settings(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each run's effective training settings (``maxk.train.launch.run_config``), by name."""
     from maxk.train.launch import run_config
 
-    effective = run_config(config["train"], config["runs"][run])
-    return math.ceil(float(effective["num_train_epochs"]) * (1 + int(effective["num_iterations"])))
+    return {run: run_config(config["train"], spec) for run, spec in config["runs"].items()}
+
+
+def prefix_of(config: dict[str, Any], run: str) -> str | None:
+    """The run whose end run ``run``'s training job starts from (``maxk.train.prefix.prefix_run``: the
+    same trajectory, fewer whole epochs), so the job waits for it; None where none."""
+    from maxk.train.prefix import prefix_run
+
+    return prefix_run(run_settings(config), run)
+
+
+def train_priority(config: dict[str, Any], run: str) -> int:
+    """Snakemake ``priority:`` of run ``run``'s training job: the passes over its prompts of the longest
+    chain of training jobs it starts, ``ceil(epochs * (1 + num_iterations))`` for the epochs its own job
+    trains (those after the run it starts from, ``prefix_of``: ``maxk.train.prefix.remaining_epochs``),
+    plus the highest priority of the runs that start from its end. Among the jobs ready at once
+    Snakemake starts the higher first, so the longest runs (and the runs they wait for) start first and
+    no long run is left alone at the end of the run with a core idle beside it
+    (longest-processing-time-first). Scheduling only: no output changes."""
+    from maxk.train.prefix import prefix_run, remaining_epochs
+
+    effective = run_settings(config)
+    own = math.ceil(remaining_epochs(effective, run) * (1 + int(effective[run]["num_iterations"])))
+    after = [train_priority(config, other) for other in effective if prefix_run(effective, other) == run]
+    return own + max(after, default=0)
 
 
 def prompts_priority(config: dict[str, Any], filter_suffix: str, threads: int = 1) -> int:
