@@ -266,9 +266,11 @@ def test_trl_loads_the_policy_in_the_dtype_model_init_kwargs_names(tiny_model_di
 
 def test_trl_source_the_epoch_sampler_relies_on():
     """Override 8 (EpochRepeatSampler): TRL builds its train sampler as a RepeatSampler drawing one
-    permutation per pass, and transformers calls the sampler's set_epoch before each epoch's pass (through
-    accelerate's DataLoaderShard, or the batch sampler it wraps). A release that stops either breaks the
-    resumed and chained runs' equality (tests/train/test_train_prefix.py), so it fails here by name."""
+    permutation per pass; transformers' _run_epoch(model, epoch, ...), which the override wraps to set the
+    epoch itself, iterates the loader once per epoch after calling set_epoch (through accelerate's
+    DataLoaderShard, which does not reach a sampler under a multi-process loader's skip wrappers). A
+    release that changes these breaks the resumed and chained runs' equality
+    (tests/train/test_train_prefix.py), so it fails here by name."""
     from accelerate.data_loader import DataLoaderShard
     from transformers import Trainer
     from trl import GRPOTrainer
@@ -276,6 +278,7 @@ def test_trl_source_the_epoch_sampler_relies_on():
 
     assert "return RepeatSampler(" in inspect.getsource(GRPOTrainer._get_train_sampler)
     assert "torch.randperm(self.num_samples, generator=self.generator)" in inspect.getsource(RepeatSampler)
+    assert list(inspect.signature(Trainer._run_epoch).parameters)[:3] == ["self", "model", "epoch"]
     epoch_src = inspect.getsource(Trainer._run_epoch)
     assert epoch_src.index("set_epoch(epoch)") < epoch_src.index("epoch_iterator = iter(train_dataloader)")
     assert "self.batch_sampler.sampler.set_epoch(epoch)" in inspect.getsource(DataLoaderShard.set_epoch)

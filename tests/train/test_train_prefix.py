@@ -175,3 +175,85 @@ def test_epoch_e_draws_the_order_an_uninterrupted_sampler_draws_in_its_e_th_pass
         assert list(fresh) == passes[epoch]
     with pytest.raises(TypeError):
         EpochRepeatSampler.of(torch.utils.data.SequentialSampler(range(3)))
+
+
+def _fake_record(tmp_path, fmt=None):
+    """A shorter run's final checkpoint (2 steps, its log) and its record under trajectory key "k"."""
+    import json
+
+    from maxk.train.prefix import FORMAT, publish
+
+    ckpt = tmp_path / "short" / "checkpoint-2"
+    ckpt.mkdir(parents=True)
+    (ckpt / "weights.bin").write_bytes(b"w")
+    log = [{"step": 1, "loss": 0.1}, {"step": 2, "loss": 0.2}, {"step": 2, "train_runtime": 1.0}]
+    (ckpt / "trainer_state.json").write_text(
+        json.dumps({"global_step": 2, "save_steps": 6, "log_history": log})
+    )
+    record = publish(
+        tmp_path / "ck", "k", run="short", epochs=1, checkpoint=ckpt, log_history=log, heldout=None
+    )
+    if fmt is not None and fmt != FORMAT:
+        record.write_text(json.dumps({**json.loads(record.read_text()), "format": fmt}))
+    return ckpt
+
+
+def test_adopting_writes_the_checkpoint_whole_with_its_starts_or_not_at_all(tmp_path):
+    """The starts are measured before the checkpoint appears (a kill while they are measured leaves no
+    checkpoint to resume on the wrong start); the shorter run's files are linked, never written through;
+    the longer run's save_steps replaces the shorter run's; a record of another format is never adopted."""
+    import json
+
+    from maxk.train.prefix import adopt
+
+    source = _fake_record(tmp_path)
+    before = (source / "trainer_state.json").read_text()
+    target = tmp_path / "long"
+
+    def dies(log):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        adopt(
+            tmp_path / "ck",
+            "k",
+            epochs=3,
+            heldout=None,
+            checkpoint_dir=target,
+            save_steps=3,
+            measure_starts=dies,
+        )
+    assert not (target / "checkpoint-2").exists()
+    adopted = adopt(tmp_path / "ck", "k", epochs=3, heldout=None, checkpoint_dir=target, save_steps=3,
+                    measure_starts=lambda log: [{"step": 0, "own/reward": 0.5}])  # fmt: skip
+    state = json.loads((target / "checkpoint-2" / "trainer_state.json").read_text())
+    assert adopted["steps"] == 2 and adopted["source"] == str(source.resolve())
+    assert state["log_history"] == [
+        {"step": 0, "own/reward": 0.5},
+        {"step": 1, "loss": 0.1},
+        {"step": 2, "loss": 0.2},
+    ]
+    assert state["save_steps"] == 3 and (source / "trainer_state.json").read_text() == before
+    assert (target / "checkpoint-2" / "weights.bin").stat().st_ino == (source / "weights.bin").stat().st_ino
+    assert (
+        adopt(tmp_path / "ck", "k", epochs=1, heldout=None, checkpoint_dir=tmp_path / "x", save_steps=3)
+        is None
+    )
+
+    old = tmp_path / "old"
+    _fake_record(old, fmt=1)  # written before the metrics kept every step's row
+    assert adopt(old / "ck", "k", epochs=3, heldout=None, checkpoint_dir=old / "long", save_steps=3) is None
+
+
+def test_a_resumed_run_whose_log_lacks_its_start_stops(tmp_path):
+    """A start measured on a checkpoint's weights would be recorded as the base's: refused, loudly."""
+    from types import SimpleNamespace
+
+    from maxk.train.heldout import HeldoutCurve
+
+    curve = HeldoutCurve([{"id": "p"}], [[1]], scorer=None, extract=None, tokenizer=None, samples=2,
+                         every=None, max_new_tokens=2, temperature=1.0, top_p=1.0, stop_token_ids=[0],
+                         seed=1)  # fmt: skip
+    state = SimpleNamespace(log_history=[{"step": 4, "loss": 0.1}], global_step=4)
+    with pytest.raises(RuntimeError, match=r"resuming at step 4.*no heldout point before the first step"):
+        curve.on_train_begin(None, state, None, model=None)

@@ -33,9 +33,10 @@ def config_json(rule, name=None, seed=None):
 
 def prefix_metrics(seed, run):
     """The metrics CSV of the run whose end run `run` starts from (maxk.workflow.resources.prefix_of),
-    so that its job waits for it; [] where none."""
+    so that its job waits for it; [] where none. Ancient: waited for, never read, so a newer one (the
+    shorter run trained again) does not make the longer run's outputs stale."""
     prefix = prefix_of(config, run)
-    return P.train_metrics(seed, prefix) if prefix else []
+    return ancient(P.train_metrics(seed, prefix)) if prefix else []
 
 
 def rule_resources(name):

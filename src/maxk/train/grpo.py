@@ -491,8 +491,16 @@ class MaxKGRPOTrainer(GRPOTrainer):
 
     # -- 8. an epoch's prompt order a function of (seed, epoch) ---------------------------------------
     def _get_train_sampler(self, dataset=None):
-        sampler = super()._get_train_sampler(dataset)
-        return EpochRepeatSampler.of(sampler)
+        self._epoch_sampler = EpochRepeatSampler.of(super()._get_train_sampler(dataset))
+        return self._epoch_sampler
+
+    def _run_epoch(self, model, epoch, *args, **kwargs):
+        # transformers reaches the sampler's set_epoch through accelerate's loader, but not through the
+        # wrappers of a multi-process loader skipping a resumed epoch's first batches: set it here too
+        sampler = getattr(self, "_epoch_sampler", None)
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        return super()._run_epoch(model, epoch, *args, **kwargs)
 
     # -- 7. each group's prompt computed once in the log-prob passes ------------------------------------
     def _can_share_prompts(self, model, input_ids, attention_mask, logits_to_keep, batch_size, extra) -> bool:

@@ -178,6 +178,12 @@ class HeldoutCurve(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self.model = model
         if not any(f"{self.prefix}/reward" in e for e in state.log_history):
+            if state.global_step > 0:  # the weights are a checkpoint's: a start measured now would be wrong
+                raise RuntimeError(
+                    f"resuming at step {state.global_step}, the checkpoint's log has no {self.prefix} "
+                    "point before the first step; remove the run's checkpoints (train.checkpoints) "
+                    "to train it anew"
+                )
             self._record(state, self.start())
 
     def start(self) -> dict[str, Any]:

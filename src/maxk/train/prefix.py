@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,9 @@ __all__ = [
 #: settings that do not make the weights: how long the run is, what it measures beside its training,
 #: where and how often it saves a checkpoint, where it reports
 NOT_TRAJECTORY = ("num_train_epochs", "heldout", "save_steps", "checkpoints", "report_to")
+#: the record's format: a record of another format (or none: written before the metrics CSV kept the rows of
+#: the steps its held-out curve measured at, 2026-11-30) is never adopted
+FORMAT = 2
 #: learning-rate schedules (transformers' names) whose value at a step does not depend on the run's length
 LENGTH_FREE_SCHEDULES = ("constant", "constant_with_warmup")
 
@@ -124,7 +127,7 @@ def publish(
 
     state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
     path = _record_dir(root, key) / f"epochs-{epochs}.json"
-    write_json(path, {"run": run, "epochs": epochs, "steps": int(state["global_step"]),
+    write_json(path, {"format": FORMAT, "run": run, "epochs": epochs, "steps": int(state["global_step"]),
                       "checkpoint": str(Path(checkpoint).resolve()), "heldout": heldout,
                       "log_history": log_history})  # fmt: skip
     return path
@@ -163,36 +166,41 @@ def adopt(
     epochs: int,
     heldout: Mapping[str, Any] | None,
     checkpoint_dir: str | os.PathLike[str],
+    save_steps: int,
+    measure_starts: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any] | None:
-    """Start this run (``epochs`` epochs of trajectory ``key``, measuring with ``heldout``) from the end
-    of the longest shorter run published for ``key``: its final checkpoint linked (or copied) into
-    ``checkpoint_dir`` as ``checkpoint-STEPS``, its ``trainer_state.json`` holding the shorter run's
-    training log and the measurements this run keeps (``kept_measurements``). Returns the record (with
-    ``"checkpoint"`` now the adopted copy), or None where nothing can be adopted."""
+    """Start this run (``epochs`` epochs of trajectory ``key``, measuring with ``heldout``, saving every
+    ``save_steps``) from the end of the longest shorter run published for ``key``: its final checkpoint
+    linked (or copied) into ``checkpoint_dir`` as ``checkpoint-STEPS``, its ``trainer_state.json``
+    holding the shorter run's training log, the measurements this run keeps (``kept_measurements``) and
+    what ``measure_starts(log)`` returns for them (the starts the log lacks, measured on the base). The
+    checkpoint appears whole, its starts in it, or not at all. Returns the record (``"checkpoint"`` the
+    adopted copy, ``"source"`` the shorter run's), or None where nothing can be adopted."""
     records = []
     for path in sorted(_record_dir(root, key).glob("epochs-*.json")):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if (
-            int(record.get("epochs", 0)) < epochs
-            and (Path(record["checkpoint"]) / "trainer_state.json").is_file()
-        ):
+        saved = Path(record.get("checkpoint", "")) / "trainer_state.json"
+        if record.get("format") == FORMAT and int(record.get("epochs", 0)) < epochs and saved.is_file():
             records.append(record)
     for record in sorted(records, key=lambda r: -int(r["epochs"])):
         steps = int(record["steps"])
         kept = kept_measurements(record["log_history"], steps, heldout, record.get("heldout"))
         if kept is None:
             continue
-        log = [e for e in record["log_history"] if "loss" in e]  # its steps (not its summary)
+        log = kept + [e for e in record["log_history"] if "loss" in e]  # its steps (not its summary)
+        if measure_starts is not None:
+            log = measure_starts(log) + log
         target = Path(checkpoint_dir) / f"checkpoint-{steps}"
         tmp = target.with_name(f".tmp-{target.name}")
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(record["checkpoint"], tmp, copy_function=_link_or_copy)
         state_path = tmp / "trainer_state.json"
         state = json.loads(state_path.read_text(encoding="utf-8"))
-        state["log_history"] = kept + log
+        state["log_history"] = log
+        state["save_steps"] = int(save_steps)  # the shorter run's would stay in force (the Trainer keeps it)
         state_path.unlink()  # a link to the shorter run's file: replaced, never written through
         state_path.write_text(json.dumps(state, indent=2), encoding="utf-8")
         os.replace(tmp, target)

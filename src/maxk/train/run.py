@@ -33,7 +33,7 @@ from maxk.train.launch import (
     run_hash,
     tracker_env,
 )
-from maxk.train.prefix import adopt, publish, trajectory_key, whole_epochs
+from maxk.train.prefix import publish, trajectory_key, whole_epochs
 
 #: Metrics CSV columns first in this order (then any other logged key, sorted).
 METRIC_COLUMNS = (
@@ -222,17 +222,12 @@ def train_run(
             for callback in curves:
                 trainer.add_callback(callback)
         last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
-        key = trajectory_key(effective, start_from)
+        key = trajectory_key(
+            effective, {**start_from, "prompt": config["prompt"], "sandbox": config["sandbox"]}
+        )
         adopted = None
         if last is None and key is not None:  # the first epochs from a shorter run's end (maxk.train.prefix)
-            if trainer.accelerator.is_main_process:
-                epochs, heldout = whole_epochs(effective), effective["heldout"]
-                adopted = adopt(checkpoints, key, epochs=epochs, heldout=heldout, checkpoint_dir=ckpt_dir)
-                if adopted is not None:
-                    _measure_starts(curves, trainer.model, Path(adopted["checkpoint"]))
-                    print(f"{run}: starts from {adopted['run']}'s end ({adopted['epochs']} epochs, "
-                          f"{adopted['steps']} steps): {adopted['source']}")  # fmt: skip
-            trainer.accelerator.wait_for_everyone()
+            adopted = _adopt_prefix(trainer, run, checkpoints, key, effective, ckpt_dir, curves)
             last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
         start = time.perf_counter()
         trainer.train(resume_from_checkpoint=last)
@@ -276,22 +271,41 @@ def train_run(
     return summary
 
 
-def _measure_starts(curves: list, model: Any, checkpoint: Path) -> None:
-    """Measure on ``model`` (the base: the trainer has not loaded ``checkpoint`` yet) the start of each
-    curve that ``checkpoint``'s log lacks (``maxk.train.prefix.adopt`` kept no point of it), and add
-    them to that log, where ``HeldoutCurve.on_train_begin`` finds them."""
-    import json
+def _adopt_prefix(trainer: Any, run: str, checkpoints: str, key: str, effective: dict, ckpt_dir: Path,
+                  curves: list) -> dict[str, Any] | None:  # fmt: skip
+    """Start from the end of a shorter run of trajectory ``key`` where one was recorded
+    (``maxk.train.prefix.adopt``), on the main process, the others waiting; the starts of ``curves``
+    that its log lacks measured on the base first (the trainer has not loaded the checkpoint yet).
+    Not with several processes where a start must be measured (each process measures its own in a run
+    from the base, on its device): that run trains from the base."""
+    from maxk.train.prefix import adopt
 
-    path = checkpoint / "trainer_state.json"
-    state = json.loads(path.read_text(encoding="utf-8"))
-    starts = []
-    for curve in curves:
-        if not any(f"{curve.prefix}/reward" in entry for entry in state["log_history"]):
-            curve.model = model
-            starts.append(curve.start())
-    if starts:
-        state["log_history"] = starts + state["log_history"]
-        path.write_text(json.dumps(state, indent=2), encoding="utf-8")
+    adopted = None
+    if trainer.accelerator.is_main_process:
+
+        def measure_starts(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            missing = [c for c in curves if not any(f"{c.prefix}/reward" in entry for entry in log)]
+            if missing and trainer.accelerator.num_processes > 1:
+                raise _NotHere("a curve's start must be measured on every process")
+            for curve in missing:
+                curve.model = trainer.model
+            return [curve.start() for curve in missing]
+
+        try:
+            adopted = adopt(checkpoints, key, epochs=whole_epochs(effective), heldout=effective["heldout"],
+                            checkpoint_dir=ckpt_dir, save_steps=effective["save_steps"],
+                            measure_starts=measure_starts)  # fmt: skip
+        except _NotHere as err:
+            print(f"{run}: trains from the base ({err})")
+        if adopted is not None:
+            print(f"{run}: starts from {adopted['run']}'s end ({adopted['epochs']} epochs, "
+                  f"{adopted['steps']} steps): {adopted['source']}")  # fmt: skip
+    trainer.accelerator.wait_for_everyone()
+    return adopted
+
+
+class _NotHere(Exception):
+    """A shorter run's end that this run may not start from here (``_adopt_prefix``)."""
 
 
 def _start_cache(checkpoints: str, model: str, data: list[str], sandbox: dict, use_cpu: bool):
