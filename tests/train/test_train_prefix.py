@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from safetensors.torch import load_file
+from test_train_resume import Killed, LengthScorer, _problems, _train
 
 from maxk.io import write_jsonl
 from maxk.train.prefix import prefix_run, remaining_epochs, trajectory
 from maxk.train.run import train_run
-from tests.train.test_train_resume import Killed, LengthScorer, _problems, _train
 
 #: the same curve in both runs; a curve with no point before the shorter run's end (only its start, which
 #: the longer run measures on the base); a curve that would have points the shorter run did not measure
