@@ -137,3 +137,15 @@ def test_static_and_dynamic_cache_paths_agree():
     for other in out[1:]:
         assert [s.token_ids for s in other] == [s.token_ids for s in out[0]]
         assert [s.mean_entropy for s in other] == pytest.approx([s.mean_entropy for s in out[0]], abs=1e-4)
+
+
+def test_a_half_precision_model_on_a_cpu_attends_eagerly():
+    """load_causal_lm: bf16 and fp16 on a CPU take eager attention (torch 2.13's CPU SDPA there failed
+    under ATEN_CPU_CAPABILITY=default on a CPU with AMX); float32 keeps transformers' default."""
+    from maxk.generate.hf import load_causal_lm
+
+    path = fx.tiny_model_dir()
+    for dtype in ("bfloat16", "float16"):
+        model = load_causal_lm(path, dtype=dtype, device="cpu")
+        assert model.dtype == getattr(torch, dtype) and model.config._attn_implementation == "eager"
+    assert load_causal_lm(path, dtype="float32", device="cpu").config._attn_implementation != "eager"

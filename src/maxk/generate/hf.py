@@ -31,6 +31,21 @@ from maxk.generate.backends import Sample, SamplingParams, prompt_token_ids, res
 from maxk.generate.config import DEFAULT as _DEFAULT  # generate.transformers, generate.stop_tokens
 
 
+def load_causal_lm(path: str, *, dtype: str, device: str, revision: str | None = None) -> Any:
+    """A transformers causal LM in ``dtype`` (a torch dtype's name) on ``device``. On a CPU in bf16 or fp16
+    its attention is eager: torch 2.13's CPU SDPA there calls an AVX-512 packing kernel on a CPU with AMX
+    that a lower ``ATEN_CPU_CAPABILITY`` forbids ("pack_vnni2 is only supported when avx512 is
+    supported"; the paper rehearsal's re-scoring under ``default`` failed on such a machine)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch_dtype = getattr(torch, dtype)
+    eager = str(device).startswith("cpu") and torch_dtype in (torch.bfloat16, torch.float16)
+    extra = {"attn_implementation": "eager"} if eager else {}
+    model = AutoModelForCausalLM.from_pretrained(path, revision=revision, dtype=torch_dtype, **extra)
+    return model.to(device)
+
+
 class _Sampler:
     """Logits processor that does the sampling: applies temperature/top-p, draws the next token by
     inverse-CDF sampling with its own seeded generator, records the exact entropy of that distribution
@@ -83,7 +98,7 @@ class TransformersBackend:
         decoder: str = "auto",
     ) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+        from transformers import AutoTokenizer, GenerationConfig
 
         if threads:
             torch.set_num_threads(int(threads))
@@ -96,9 +111,7 @@ class TransformersBackend:
         self.dtype = dtype
         self.device = device
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, revision=revision)
-        self.model = AutoModelForCausalLM.from_pretrained(
-            self.model_path, revision=revision, dtype=getattr(torch, dtype)
-        ).to(device)
+        self.model = load_causal_lm(self.model_path, dtype=dtype, device=device, revision=revision)
         self.model.eval()
         self.max_model_len: int | None = getattr(self.model.config, "max_position_embeddings", None)
         model_eos = self.model.generation_config.eos_token_id

@@ -233,9 +233,10 @@ def run_rescore(
     import pyarrow as pa
     import pyarrow.parquet as pq
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from maxk.generate.backends import resolve_stop_token_ids
+    from maxk.generate.hf import load_causal_lm
     from maxk.generate.run import file_sha256, manifest_path, progress_bar
     from maxk.io import atomic_path, write_json
     from maxk.provenance import provenance_record
@@ -254,12 +255,7 @@ def run_rescore(
     if threads:
         torch.set_num_threads(int(threads))
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    dtype = getattr(torch, hf.dtype)
-    # torch 2.13's CPU SDPA in bf16/fp16 on a CPU with AMX calls an AVX-512 packing kernel that a lower
-    # ATEN_CPU_CAPABILITY forbids ("pack_vnni2 is only supported when avx512 is supported"): eager there
-    eager = str(hf.device).startswith("cpu") and dtype in (torch.bfloat16, torch.float16)
-    extra = {"attn_implementation": "eager"} if eager else {}
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, **extra).to(hf.device)
+    model = load_causal_lm(model_dir, dtype=hf.dtype, device=hf.device)
     model.eval()
     stop_ids = resolve_stop_token_ids(
         tokenizer, model.generation_config.eos_token_id, generate_config.stop_tokens
