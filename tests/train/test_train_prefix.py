@@ -191,7 +191,7 @@ def _fake_record(tmp_path, fmt=None):
         json.dumps({"global_step": 2, "save_steps": 6, "log_history": log})
     )
     record = publish(
-        tmp_path / "ck", "k", run="short", epochs=1, checkpoint=ckpt, log_history=log, heldout=None
+        tmp_path / "ck", "k", run="short", epochs=1, steps=2, checkpoint=ckpt, log_history=log, heldout=None
     )
     if fmt is not None and fmt != FORMAT:
         record.write_text(json.dumps({**json.loads(record.read_text()), "format": fmt}))

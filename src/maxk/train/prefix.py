@@ -116,18 +116,18 @@ def publish(
     *,
     run: str,
     epochs: int,
+    steps: int,
     checkpoint: str | os.PathLike[str],
     log_history: list[dict[str, Any]],
     heldout: Mapping[str, Any] | None,
 ) -> Path:
-    """Record that run ``run`` of trajectory ``key`` ended after ``epochs`` epochs at ``checkpoint`` (its
-    final checkpoint, whose step is the last of ``log_history``, the run's whole log) and measured with
+    """Record that run ``run`` of trajectory ``key`` ended after ``epochs`` epochs, ``steps`` steps, at
+    ``checkpoint`` (its final checkpoint; ``log_history``, the run's whole log) and measured with
     ``heldout`` (its ``train.heldout``). Written whole or not at all; returns the record's path."""
     from maxk.io import write_json
 
-    state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
     path = _record_dir(root, key) / f"epochs-{epochs}.json"
-    write_json(path, {"format": FORMAT, "run": run, "epochs": epochs, "steps": int(state["global_step"]),
+    write_json(path, {"format": FORMAT, "run": run, "epochs": epochs, "steps": int(steps),
                       "checkpoint": str(Path(checkpoint).resolve()), "heldout": heldout,
                       "log_history": log_history})  # fmt: skip
     return path

@@ -174,7 +174,6 @@ def train_run(
     """
     from datasets import Dataset
     from transformers import AutoTokenizer
-    from transformers.trainer_utils import get_last_checkpoint
 
     from maxk.config import job_config
     from maxk.data.prompts import build_prompt
@@ -221,14 +220,14 @@ def train_run(
             )
             for callback in curves:
                 trainer.add_callback(callback)
-        last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+        last = _last_checkpoint(ckpt_dir)
         key = trajectory_key(
             effective, {**start_from, "prompt": config["prompt"], "sandbox": config["sandbox"]}
         )
         adopted = None
         if last is None and key is not None:  # the first epochs from a shorter run's end (maxk.train.prefix)
             adopted = _adopt_prefix(trainer, run, checkpoints, key, effective, ckpt_dir, curves)
-            last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+            last = _last_checkpoint(ckpt_dir)
         start = time.perf_counter()
         trainer.train(resume_from_checkpoint=last)
         wall = time.perf_counter() - start
@@ -260,15 +259,19 @@ def train_run(
         os.replace(tmp, final)  # the model directory appears whole or not at all
         write_metrics_csv(metrics, trainer.state.log_history)
         write_provenance(metrics, config=config, seeds={"seed": seed}, summary=summary)
-        final_checkpoint = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
-        if (
-            key is not None
-            and final_checkpoint
-            and final_checkpoint.endswith(f"-{trainer.state.global_step}")
-        ):
-            publish(checkpoints, key, run=run, epochs=whole_epochs(effective), checkpoint=final_checkpoint,
-                    log_history=trainer.state.log_history, heldout=effective["heldout"])  # fmt: skip
+        final_checkpoint, steps = _last_checkpoint(ckpt_dir), trainer.state.global_step
+        if key is not None and final_checkpoint and final_checkpoint.endswith(f"-{steps}"):
+            publish(checkpoints, key, run=run, epochs=whole_epochs(effective), steps=steps,
+                    checkpoint=final_checkpoint, log_history=trainer.state.log_history,
+                    heldout=effective["heldout"])  # fmt: skip
     return summary
+
+
+def _last_checkpoint(ckpt_dir: Path) -> str | None:
+    """The run's latest checkpoint under ``ckpt_dir`` (transformers' ``checkpoint-N``), or None."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
 
 
 def _adopt_prefix(trainer: Any, run: str, checkpoints: str, key: str, effective: dict, ckpt_dir: Path,

@@ -78,11 +78,15 @@ def train_priority(config: dict[str, Any], run: str) -> int:
     Snakemake starts the higher first, so the longest runs (and the runs they wait for) start first and
     no long run is left alone at the end of the run with a core idle beside it
     (longest-processing-time-first). Scheduling only: no output changes."""
+    return _chain_passes(run_settings(config), run)
+
+
+def _chain_passes(effective: dict[str, dict[str, Any]], run: str) -> int:
+    """``train_priority`` on the runs' effective settings (``run_settings``), computed once."""
     from maxk.train.prefix import prefix_run, remaining_epochs
 
-    effective = run_settings(config)
     own = math.ceil(remaining_epochs(effective, run) * (1 + int(effective[run]["num_iterations"])))
-    after = [train_priority(config, other) for other in effective if prefix_run(effective, other) == run]
+    after = [_chain_passes(effective, other) for other in effective if prefix_run(effective, other) == run]
     return own + max(after, default=0)
 
 
