@@ -425,6 +425,13 @@ def test_the_learning_gate_is_read_pooled_over_the_seeds_a_claim_pools():
     spread = seed_spread(per.values())
     p = [random_effects_interval(per[cid], confidence=0.95, spread=spread).pvalue for cid in read]
     assert list(frame.loc[read, "pvalue_holm"]) == pytest.approx(holm(p))
+    # each claim's smallest detectable effect is at the level of that family: alpha / 2 (two claims read,
+    # the third gated out), not alpha / 3 (every claim with an effect on the first seed)
+    for cid in GATED:
+        pooled = random_effects_interval(per[cid], confidence=0.95, spread=spread)
+        want = pooled.detectable(alpha=KW["alpha"] / len(read), power=KW["power"])
+        assert frame.loc[cid, "detectable_effect"] == pytest.approx(want)
+        assert want < pooled.detectable(alpha=KW["alpha"] / len(GATED), power=KW["power"])
     # without the learning tables: the per-seed rule, seed 2 is not pooled for e4_vs_e1
     old = across_seeds(claims, diffs, **KW).set_index("id")
     assert old.loc["e4_vs_e1", "pooled_seeds"] == 1

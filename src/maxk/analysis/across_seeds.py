@@ -34,7 +34,9 @@ each claim:
   ``learning.csv`` (``learning`` not given), the seeds pooled are those where the claim was read on
   its own (verdict "holds" or "does not hold") and no pooled gate is read;
 - ``detectable_effect``: the smallest true effect a one-sided test at the claims' Holm worst-case level
-  ``alpha / m`` finds with ``analysis.claims.power`` at this number of seeds and problems:
+  ``alpha / m`` finds with ``analysis.claims.power`` at this number of seeds and problems (``m``: the
+  claims Holm adjusts together, those read pooled, below; before 2026-11-30 every claim with an effect
+  on the first seed, read or not, which made the level too strict where claims were gated):
   ``(t(1 - alpha/m) + t(power)) * se``, ``se`` the pooled effect's standard error, ``t`` the quantiles
   of its t distribution;
 - ``paper_effect``: the paper's own effect, where its tables have one;
@@ -389,7 +391,6 @@ def across_seeds(
     by_id = {s: claims[s].set_index("id") for s in seeds}
     diffs = {s: {cid: g["difference"].to_numpy(dtype=float) for cid, g in differences[s].groupby("claim")}
              for s in seeds}  # fmt: skip
-    m = max(int(first["effect"].notna().sum()), 1)
     rows, gate_of, pooled_values = [], {}, {}
     for _, ref in first.iterrows():
         cid = ref["id"]
@@ -434,6 +435,7 @@ def across_seeds(
     # the claims share one seed spread, pooled over every claim read on two seeds or more
     spread = seed_spread(v for v in pooled_values.values() if len(v) >= MIN_POOLED_SEEDS)
     need: dict[str, int | None] = {}  # the seeds the paper's own effect needs, where the pool reads one
+    m = max(len(_holm_family(rows, blocked, gated)), 1)  # the level of the test each claim is read by
     for row in rows:
         paper = float(row["paper_effect"])
         columns, need[row["id"]] = _claim_effect(
@@ -603,7 +605,7 @@ def _pooled_verdicts(
                 r["gate"] = "; ".join([blocked, *([r["gate"]] if r["gate"] else [])])
                 r["pvalue_holm"], r["verdict"] = math.nan, blocked
         rows = [r for r in rows if r["id"] not in (gated or {})]
-    pooled = [r for r in rows if r["pooled_seeds"] >= MIN_POOLED_SEEDS and not r["gate"]]
+    pooled = _holm_family(rows, blocked, gated)
     for r, p in zip(pooled, holm([r["pvalue"] for r in pooled]), strict=True):
         r["pvalue_holm"] = p
         if r["effect"] > 0 and p < alpha:
@@ -618,6 +620,22 @@ def _pooled_verdicts(
         elif r["gate"]:
             r["pvalue_holm"] = math.nan
             r["verdict"] = f"{NOT_TESTABLE}: {r['gate']}"
+
+
+def _holm_family(
+    rows: Sequence[Mapping], blocked: str | None, gated: Mapping[str, Sequence[str]] | None
+) -> list:
+    """The claims whose pooled p-values are Holm-adjusted together: pooled on ``MIN_POOLED_SEEDS`` seeds
+    or more, no run they gate on short of its pooled learning gate, not blocked by the pooled instrument
+    (``blocked``: every claim ``gated`` names). Its size ``m`` sets each claim's ``detectable_effect``
+    level, ``alpha / m``."""
+    out = []
+    for r in rows:
+        if blocked and r["id"] in (gated or {}):
+            continue
+        if r["pooled_seeds"] >= MIN_POOLED_SEEDS and not r["gate"]:
+            out.append(r)
+    return out
 
 
 def render_across_seeds(frame: pd.DataFrame, decimals: int, *, confidence: float, power: float) -> str:
