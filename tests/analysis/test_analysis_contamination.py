@@ -142,6 +142,26 @@ def test_each_overlap_kind_alone(train_id, test_id, kind, example):
     assert single_row(train, others).overlap == 0
 
 
+def test_the_same_task_in_other_words_and_code_overlaps_by_behaviour():
+    """A suite problem records what it computes (``meta.behaviour``): a training problem with another id,
+    statement and program but the same task is an overlap of its own kind; a source without the key
+    (HumanEval, the hub's sets) never matches this way."""
+    twin = {**stdio_problem("t/7", "Read x; print -3x.", "x = int(input())\nprint(-3 * x)"),
+            "meta": {"behaviour": "b1"}}  # fmt: skip
+    test = {**call_problem("u/7", "Return -(3x).", "def f(x):\n    x = x * 3\n    return -x"),
+            "meta": {"behaviour": "b1"}}  # fmt: skip
+    row = single_row([twin], [*TEST, test])
+    assert (row.overlap_id, row.overlap_statement, row.overlap_reference, row.overlap_behaviour) == (
+        0,
+        0,
+        0,
+        1,
+    )
+    assert row.overlap == 1 and row.example_ids == "t/7 (= u/7)"
+    assert single_row([twin], [*TEST, {**test, "meta": {"behaviour": "b2"}}]).overlap == 0
+    assert single_row([{**twin, "meta": {}}], [*TEST, test]).overlap == 0
+
+
 def test_all_kinds_together_count_each_problem_once():
     # t/6 matches u/3 by statement and by reference: one problem, two kinds, counted once in `overlap`
     train = [*TRAIN, call_problem("t/6", "Double the argument!", "def h(x):\n  return x*2", entry="h")]
@@ -178,7 +198,7 @@ def test_disjoint_sets_have_zero_overlap():
     md = render_markdown(rows)
     assert (
         md.startswith("# Contamination audit")
-        and "| base | train | 5 | test | 2 | 0 | 0 | 0 | 0 | - | - |" in md
+        and "| base | train | 5 | test | 2 | 0 | 0 | 0 | 0 | 0 | - | - |" in md
     )
 
 

@@ -72,6 +72,34 @@ def test_schema_distinct_levels(stdio, call):
     assert means == sorted(means) and means[-1] > means[0] + 2
 
 
+def test_one_task_is_one_problem_in_either_family():
+    """``behaviour`` keys what a problem computes: the same steps read from stdin or passed as arguments,
+    looped over test cases, or with a step that changes nothing (a reverse before a sum, abs after a
+    square, "x + 1 is even" for "x is odd") are one task; another constant is another. A mixed pool holds
+    one problem per task (suite-v2 rejected only identical programs: 35 of the 300 test problems had a
+    twin among the SFT problems)."""
+    from maxk.data.suite import Spec, behaviour, generate_suite
+
+    steps = [("mul", 3), ("neg", 0)]
+    stdio, call = Spec("stdio", "scalar", ops=steps), Spec("call", "scalar", ops=steps)
+    multi = Spec("stdio", "scalar", multi=True, ops=steps)
+    assert behaviour(stdio) == behaviour(call) == behaviour(multi)
+    assert behaviour(stdio) != behaviour(Spec("stdio", "scalar", ops=[("mul", 4), ("neg", 0)]))
+    summed = Spec("stdio", "list_reduce", reduce="sum")
+    assert behaviour(summed) == behaviour(
+        Spec("call", "list_reduce", reduce="sum", list_ops=[("rev", "rev", 0)])
+    )
+    assert behaviour(summed) != behaviour(Spec("stdio", "list_reduce", reduce="len"))
+    square = Spec("stdio", "scalar", ops=[("square", 0)])
+    assert behaviour(square) == behaviour(Spec("stdio", "scalar", ops=[("square", 0), ("abs", 0)]))
+    odd = Spec("stdio", "scalar", ops=[("add", 1)], verdict=("even", 0))
+    assert behaviour(odd) == behaviour(Spec("call", "scalar", ops=[("sub", 2)], verdict=("odd", 0)))
+    assert behaviour(odd) != behaviour(Spec("stdio", "scalar", ops=[("add", 1)]))  # a verdict is not a number
+    pool = generate_suite("mixed:0.25", 800, 3)
+    assert len({p["meta"]["behaviour"] for p in pool}) == len(pool)
+    assert {p["meta"]["family"] for p in pool} == {"stdio", "call"}
+
+
 def test_short_programs_and_statements(stdio):
     assert max(len(p["reference"].splitlines()) for p in stdio) <= 10
     assert max(len(p["prompt"]) for p in stdio) < 700

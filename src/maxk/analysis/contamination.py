@@ -11,9 +11,13 @@ run). For every model and every audited dataset, a training problem overlaps the
 - ``overlap_reference``: its reference program equals one of the set's after ``normalise_reference``
   (the entry point renamed to ``f`` as ``maxk.data.suite``'s dedup does, all whitespace removed);
   problems without a reference are never matched this way;
+- ``overlap_behaviour``: it computes what one of the set's problems computes (``meta.behaviour``, the
+  suite's key of a task's results on fixed probe inputs, ``maxk.data.suite.behaviour``: the same task in
+  the other format, looped over test cases, or with a step that changes nothing); problems without one
+  (every set but the suite's) are never matched this way;
 
-and ``overlap`` counts each training problem once if it overlaps in any of the three ways. For each
-run (not ``base``), ``sft_overlap`` counts its training problems that overlap (same three ways)
+and ``overlap`` counts each training problem once if it overlaps in any of the four ways. For each
+run (not ``base``), ``sft_overlap`` counts its training problems that overlap (same four ways)
 ``base``'s training problems, when ``base`` is audited too: informational, not a failure.
 
 Pure functions over parsed inputs, plus two small readers (``load_trained_on``, ``data_files``);
@@ -22,6 +26,7 @@ errors are ``ContaminationError`` naming the file, the row and the field.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -74,6 +79,7 @@ COLUMNS = (
     "overlap_id",
     "overlap_statement",
     "overlap_reference",
+    "overlap_behaviour",
     "overlap",
     "example_ids",
     "sft_overlap",
@@ -202,12 +208,14 @@ def check_datasets(pairs: Sequence[tuple[str, str]], available: Iterable[str], f
 
 @dataclass(frozen=True)
 class ProblemKey:
-    """What a problem is matched by: its dataset and id, normalised statement and reference."""
+    """What a problem is matched by: its dataset and id, normalised statement and reference, and its
+    behaviour key (``meta.behaviour``; None where the source records none)."""
 
     dataset: str
     id: str
     statement: str
     reference: str | None
+    behaviour: str | None = None
 
 
 def problem_keys(dataset: str, problems: Iterable[Mapping[str, Any]]) -> dict[str, ProblemKey]:
@@ -218,6 +226,7 @@ def problem_keys(dataset: str, problems: Iterable[Mapping[str, Any]]) -> dict[st
             id=p["id"],
             statement=normalise_statement(p.get("prompt") or ""),
             reference=normalise_reference(p.get("reference"), p.get("tests")),
+            behaviour=(p.get("meta") or {}).get("behaviour") or None,
         )
         for p in problems
     }
@@ -242,39 +251,46 @@ def training_keys(
 # --------------------------------------------------------------------------- matching
 @dataclass(frozen=True)
 class SetIndex:
-    """A set of problems looked up by id, normalised statement and normalised reference (-> an id)."""
+    """A set of problems looked up by id, normalised statement, normalised reference and behaviour
+    (-> an id)."""
 
     ids: frozenset[str]
     statements: Mapping[str, str]
     references: Mapping[str, str]
+    behaviours: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def index_set(keys: Iterable[ProblemKey]) -> SetIndex:
-    """Index ``keys``; empty statements and missing references are left out (they match nothing)."""
+    """Index ``keys``; empty statements, missing references and behaviours are left out (they match
+    nothing)."""
     ids: set[str] = set()
     statements: dict[str, str] = {}
     references: dict[str, str] = {}
+    behaviours: dict[str, str] = {}
     for k in keys:
         ids.add(k.id)
         if k.statement:
             statements.setdefault(k.statement, k.id)
         if k.reference:
             references.setdefault(k.reference, k.id)
-    return SetIndex(frozenset(ids), statements, references)
+        if k.behaviour:
+            behaviours.setdefault(k.behaviour, k.id)
+    return SetIndex(frozenset(ids), statements, references, behaviours)
 
 
 @dataclass(frozen=True)
 class Match:
-    """How one problem matches a set: by which of the three keys, and the id it matched (id first)."""
+    """How one problem matches a set: by which of the four keys, and the id it matched (id first)."""
 
     by_id: bool
     by_statement: bool
     by_reference: bool
     other: str | None
+    by_behaviour: bool = False
 
     @property
     def any(self) -> bool:
-        return self.by_id or self.by_statement or self.by_reference
+        return self.by_id or self.by_statement or self.by_reference or self.by_behaviour
 
 
 def match(key: ProblemKey, index: SetIndex) -> Match:
@@ -282,7 +298,9 @@ def match(key: ProblemKey, index: SetIndex) -> Match:
     by_id = key.id in index.ids
     stmt = index.statements.get(key.statement)
     ref = index.references.get(key.reference) if key.reference is not None else None
-    return Match(by_id, stmt is not None, ref is not None, key.id if by_id else stmt or ref)
+    act = index.behaviours.get(key.behaviour) if key.behaviour is not None else None
+    other = key.id if by_id else stmt or ref or act
+    return Match(by_id, stmt is not None, ref is not None, other, act is not None)
 
 
 # --------------------------------------------------------------------------- the audit
@@ -298,6 +316,7 @@ class OverlapRow:
     overlap_id: int
     overlap_statement: int
     overlap_reference: int
+    overlap_behaviour: int
     overlap: int
     example_ids: str
     sft_overlap: int | None
@@ -346,6 +365,7 @@ def audit(
                     overlap_id=sum(m.by_id for _, m in found),
                     overlap_statement=sum(m.by_statement for _, m in found),
                     overlap_reference=sum(m.by_reference for _, m in found),
+                    overlap_behaviour=sum(m.by_behaviour for _, m in found),
                     overlap=len(found),
                     example_ids="; ".join(_example(k, m) for k, m in found[:examples]),
                     sft_overlap=sft,
@@ -377,8 +397,9 @@ def render_markdown(rows: Sequence[OverlapRow]) -> str:
     lines = [
         "# Contamination audit",
         "",
-        "Training problems (`trained_on.json`) found in each audited set, by id, normalised statement "
-        "or normalised reference program (`overlap`: by any of the three; `sft_overlap`: a run's "
+        "Training problems (`trained_on.json`) found in each audited set, by id, normalised statement, "
+        "normalised reference program or behaviour (the suite's task key) (`overlap`: by any of the four; "
+        "`sft_overlap`: a run's "
         "training problems that were also `base`'s).",
         "",
         "| " + " | ".join(COLUMNS) + " |",

@@ -320,13 +320,18 @@ def prefix_ids(records: list[dict[str, Any]], prefix: str | None) -> list[dict[s
     return [{**r, "id": f"{prefix}/{r['id'].split('/', 1)[-1]}"} for r in records]
 
 
+#: Marks a behaviour key (``maxk.data.suite.behaviour``) among the reference programs of an exclusion
+#: index (no program starts with it).
+BEHAVIOUR_MARK = "\x00behaviour:"
+
+
 def exclusion_index(
     pool_name: str, config: dict[str, Any]
 ) -> tuple[dict[str, str], dict[str, str], list[dict[str, Any]]]:
-    """(statement -> pool, reference -> pool, the sources' inputs) of every pool that ``pool_name``'s
-    ``exclude_pools`` names, each loaded whole (before its filters and split: every problem it could
-    give any dataset), normalised by ``maxk.data.identity`` as the contamination audit matches them, so
-    what survives the exclusion is what the audit calls unseen."""
+    """(statement -> pool, reference or behaviour -> pool, the sources' inputs) of every pool that
+    ``pool_name``'s ``exclude_pools`` names, each loaded whole (before its filters and split: every
+    problem it could give any dataset), normalised by ``maxk.data.identity`` as the contamination audit
+    matches them, so what survives the exclusion is what the audit calls unseen."""
     pools = (config.get("data") or {}).get("pools") or {}
     statements: dict[str, str] = {}
     references: dict[str, str] = {}
@@ -344,24 +349,39 @@ def exclusion_index(
             ref = normalise_reference(r.get("reference"), r.get("tests"))
             if ref is not None:
                 references.setdefault(ref, other)
+            act = _behaviour(r)
+            if act is not None:
+                references.setdefault(act, other)
     return statements, references, inputs
+
+
+def _behaviour(record: dict[str, Any]) -> str | None:
+    """A suite problem's behaviour key (``meta.behaviour``), marked apart from reference programs in the
+    exclusion index; None for a source that records none."""
+    act = (record.get("meta") or {}).get("behaviour")
+    return f"{BEHAVIOUR_MARK}{act}" if act else None
 
 
 def exclude_known(
     records: list[dict[str, Any]], statements: dict[str, str], references: dict[str, str]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """(records whose statement and reference are in neither index, the manifest step with a reason per
-    drop: ``statement in pool 'x'`` first, else ``reference in pool 'x'``)."""
+    """(records whose statement, reference and behaviour (a suite problem's task key) are in neither
+    index, the manifest step with a reason per drop: ``statement in pool 'x'`` first, then ``reference
+    in pool 'x'``, then ``behaviour in pool 'x'``)."""
     kept: list[dict[str, Any]] = []
     reasons: Counter[str] = Counter()
     for r in records:
         st = statements.get(normalise_statement(r.get("prompt") or ""))
         ref = normalise_reference(r.get("reference"), r.get("tests"))
         by_ref = references.get(ref) if ref is not None else None
+        act = _behaviour(r)
+        by_act = references.get(act) if act is not None else None
         if st is not None:
             reasons[f"statement in pool {st!r}"] += 1
         elif by_ref is not None:
             reasons[f"reference in pool {by_ref!r}"] += 1
+        elif by_act is not None:
+            reasons[f"behaviour in pool {by_act!r}"] += 1
         else:
             kept.append(r)
     step = {"step": "exclude_pools", "before": len(records), "dropped": len(records) - len(kept),
