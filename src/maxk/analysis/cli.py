@@ -192,7 +192,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "contamination",
         help="audit each model's training problems against the evaluation sets (no --config-json)",
         description="Overlap of every model's training problems (trained_on.json) with each audited "
-        "dataset, by id, normalised statement and normalised reference (maxk.analysis.contamination).",
+        "dataset, by id, normalised statement, normalised reference and the suite's task key "
+        "(maxk.analysis.contamination).",
     )
     q.add_argument(
         "--trained-on",
