@@ -263,7 +263,7 @@ def test_exclude_pools_drops_what_the_audit_would_match_and_prefix_renames_ids(m
 
 
 def test_second_pool_probe_shares_nothing_with_the_main_pool():
-    """config/probes/second_pool.yaml builds 2,400 problems of their own: no id, statement or reference
+    """config/probes/second_pool.yaml builds 2,402 problems of their own: no id, statement or reference
     program in common with any problem of the main pool (all 4,000, before the split), as the
     contamination audit matches them."""
     from maxk.analysis.contamination import index_set, match, problem_keys
@@ -276,7 +276,7 @@ def test_second_pool_probe_shares_nothing_with_the_main_pool():
     records, manifest = build_dataset(
         "suite_extra", slices.data_build(cfg, "suite_extra")
     )  # the rule's input
-    assert len(records) == manifest["expected"]["filtered"] == 2400 and manifest["expected_ok"]["filtered"]
+    assert len(records) == manifest["expected"]["filtered"] == 2402 and manifest["expected_ok"]["filtered"]
     assert {r["tests"]["format"] for r in records} == {"stdio"}
     assert all(r["id"].startswith("suite_extra/") for r in records)
     main_pool = load_source("suite", cfg["data"]["pools"]["suite"]["options"]).records

@@ -1,8 +1,9 @@
 """When two problems are the same problem: their statements or their reference programs match after
-normalisation. The data stage drops a pool's problems that another pool already has
-(``data.pools.<pool>.exclude_pools``); the contamination audit (``maxk.analysis.contamination``) flags a
-training problem that an audited set has. Both use these two functions, so a pool the data stage calls
-new is one the audit calls unseen.
+normalisation (and, for the embedded suite, their task key ``meta.behaviour``: ``maxk.data.suite``).
+The data stage drops a pool's problems that another pool already has (``data.pools.<pool>.exclude_pools``);
+the contamination audit (``maxk.analysis.contamination``) flags a training problem that an audited set has.
+Both use these two functions and the suite's key, so a pool the data stage calls new is one the audit
+calls unseen.
 """
 
 from __future__ import annotations

@@ -52,7 +52,9 @@ from typing import Any
 #: outputs, tests prefer unused outputs; balanced verdicts, call verdict tests in (True, False)
 #: pairs; multi-case stdio problems have num_tests cases.
 #: suite-v3: problems are distinct by behaviour (``behaviour``), across both families, not by reference text.
-SUITE_REVISION = "suite-v3"
+#: suite-v4: the behaviour's probe inputs are those the tests draw from (suite-v3's missed some and added
+#: others outside them).
+SUITE_REVISION = "suite-v4"
 
 DEFAULT_LEVEL_WEIGHTS = {1: 0.05, 2: 0.2, 3: 0.3, 4: 0.25, 5: 0.2}
 CALL_NAMES = ("solve", "compute", "transform", "process", "calc", "apply_steps", "result_of", "evaluate")
@@ -653,17 +655,17 @@ def _multi_cases(picked: list[tuple[Any, Any]], spec: Spec, sizes: list[int]) ->
 
 # --------------------------------------------------------------------------- public API
 def _probe_inputs() -> dict[str, tuple[Any, ...]]:
-    """Fixed inputs of each input kind on which ``behaviour`` runs a spec: small and large, negative,
-    zero, multiples of every constant the vocabulary divides or tests by; pairs of every order; lists
-    empty, of one element, with ties, sorted and not."""
-    ints = (*range(-24, 25), 30, 35, 36, 40, 42, 45, 49, 56, 60, 63, 64, 72, 81, 97, 100, 105, 121)
-    ints += tuple(-v for v in ints if v > 24)
-    small = (-9, -4, -1, 0, 1, 2, 3, 5, 8, 12)
-    pairs = tuple((a, b) for a in small for b in small)
+    """Inputs of each kind on which ``behaviour`` runs a spec, all inside the range the tests draw from
+    (``_candidate_args``), so that two tasks the tests cannot tell apart share a key: every scalar of
+    -25..30, every pair of -12..15, every list of at most two values of -9..12, and 200 seeded lists of
+    three to six such values."""
+    scalars = tuple(range(-25, 31))
+    pairs = tuple((a, b) for a in range(-12, 16) for b in range(-12, 16))
+    values = range(-9, 13)
+    lists = [(), *((v,) for v in values), *((v, w) for v in values for w in values)]
     rng = random.Random("maxk-suite-behaviour-probes")
-    lists = [(), (0,), (5,), (-3,), (2, 2, 2), (1, 2, 3), (3, 2, 1), (-4, 7, 0, -1), (10, -10, 5, 5)]
-    lists += [tuple(rng.randint(-20, 20) for _ in range(rng.randint(1, 8))) for _ in range(40)]
-    return {"scalar": ints, "pair": pairs, "list": tuple(lists)}
+    lists += [tuple(rng.choice(values) for _ in range(rng.randint(3, 6))) for _ in range(200)]
+    return {"scalar": scalars, "pair": pairs, "list": tuple(lists)}
 
 
 _PROBES = _probe_inputs()
@@ -671,9 +673,11 @@ _PROBES = _probe_inputs()
 
 def behaviour(spec: Spec) -> str:
     """What a problem computes, as a key: the spec's input kind and its results (``_run``) on that kind's
-    probe inputs (``_probe_inputs``), an input it rejects marked so. Two specs with one key are one task
-    whatever their family, statement, input/output code or test-case loop; a step that changes nothing
-    on every probe (a reverse before a sum) does not make another task."""
+    probe inputs (``_probe_inputs``, drawn from the tests' own input range), an input it rejects marked
+    so. Family, statement, input/output code and test-case loop do not enter it, nor a step that changes
+    nothing on every probe (a reverse before a sum). Two specs with one key agree on every probe: the
+    same task for any test drawn from the probes' range, and merged as one (a few distinct tasks that
+    agree on every probe are merged too: conservative, never a leak)."""
     kind = "list" if spec.shape in ("list_reduce", "list_out") else spec.shape
     results = []
     for arg in _PROBES[kind]:
