@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from maxk.data.identity import normalise_reference, normalise_statement
+from maxk.data.identity import normalise_reference, normalise_statement, task_key
 
 __all__ = [
     "BASE",
@@ -226,7 +226,7 @@ def problem_keys(dataset: str, problems: Iterable[Mapping[str, Any]]) -> dict[st
             id=p["id"],
             statement=normalise_statement(p.get("prompt") or ""),
             reference=normalise_reference(p.get("reference"), p.get("tests")),
-            behaviour=(p.get("meta") or {}).get("behaviour") or None,
+            behaviour=task_key(p),
         )
         for p in problems
     }

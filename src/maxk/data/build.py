@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from maxk.data.identity import normalise_reference, normalise_statement
+from maxk.data.identity import normalise_reference, normalise_statement, task_key
 from maxk.data.schema import SchemaError, validate_dataset
 from maxk.data.source import DataError, SourceResult, sha256_file
 
@@ -358,7 +358,7 @@ def exclusion_index(
 def _behaviour(record: dict[str, Any]) -> str | None:
     """A suite problem's behaviour key (``meta.behaviour``), marked apart from reference programs in the
     exclusion index; None for a source that records none."""
-    act = (record.get("meta") or {}).get("behaviour")
+    act = task_key(record)
     return f"{BEHAVIOUR_MARK}{act}" if act else None
 
 

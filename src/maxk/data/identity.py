@@ -12,7 +12,7 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["normalise_reference", "normalise_statement"]
+__all__ = ["normalise_reference", "normalise_statement", "task_key"]
 
 _STRIP = string.punctuation + string.whitespace
 
@@ -20,6 +20,12 @@ _STRIP = string.punctuation + string.whitespace
 def normalise_statement(text: str) -> str:
     """Lowercase, collapse every whitespace run to one space, strip punctuation/whitespace at both ends."""
     return " ".join(text.lower().split()).strip(_STRIP)
+
+
+def task_key(problem: Mapping[str, Any]) -> str | None:
+    """The embedded suite's key of what a problem computes (``meta.behaviour``,
+    ``maxk.data.suite.behaviour``); None for a source that records none."""
+    return (problem.get("meta") or {}).get("behaviour") or None
 
 
 def normalise_reference(reference: str | None, tests: Any = None) -> str | None:

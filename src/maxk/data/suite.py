@@ -30,8 +30,8 @@ function) on a CPU, for a tiny model trained from scratch in minutes. Design cho
   same computation read from stdin or passed as arguments, looped over test cases or not, or with a step
   that changes nothing, such as a reverse before a sum, is one task), so a split of one pool never puts
   the same task in train and test; the audit (``maxk.analysis.contamination``) matches problems by it too.
-  Until suite-v3 only identical reference programs were rejected, and 4-12 % of the evaluated and
-  held-out problems had a twin among the SFT problems (``docs/experiment-log.md``).
+  Until suite-v3 only identical reference programs were rejected, and 17-25 % of the evaluated and
+  held-out problems computed what an SFT problem computes (``docs/experiment-log.md``).
 
 Expected outputs are computed by a small interpreter of the problem's spec (``_run``), independently
 of the rendered reference code; the tests check that the reference reproduces them.
