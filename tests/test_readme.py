@@ -132,7 +132,7 @@ def test_stage_of_knows_every_rules_benchmark_file() -> None:
     assert len(found) >= 15
     for template in found:
         rel = template.replace("{SEED_BENCH}", "seed7/benchmarks").replace("{BENCH}", "benchmarks")
-        rel = rel.replace("{GEN_NAME}", "{{model}}/{{dataset}}")
+        rel = rel.replace("{GEN_NAME}", "{{model}}/{{dataset}}").replace("{TRAIN['dataset']}", "suite_rl")
         rel = re.sub(r"\{\{\w+\}\}", "x", rel)
         assert "{" not in rel, template
         assert R.stage_of(rel) != "other", template
@@ -140,6 +140,8 @@ def test_stage_of_knows_every_rules_benchmark_file() -> None:
     assert R.stage_of("seed7/benchmarks/train/bon_mean.tsv") == "train"
     assert R.stage_of("seed7/benchmarks/train/rl_prompts.tsv") == "rl_prompts"
     assert R.stage_of("seed7/benchmarks/train/rl_prompts-e7055458.tsv") == "rl_prompts"  # a run's own filter
+    assert R.stage_of("seed7/benchmarks/train/rl_prompts-suite_rl.tsv") == "rl_prompts"  # named by its dataset
+    assert R.stage_of("seed7/benchmarks/train/rl_prompts-suite_rl-e7055458.tsv") == "rl_prompts"
     assert R.stage_of("seed7/benchmarks/generate/rescore/base/suite_test.tsv") == "rescore"
     assert R.stage_of("seed7/benchmarks/generate/base/suite_test/shard3.tsv") == "generate"
     assert R.stage_of("benchmarks/environment.tsv") == "analysis"

@@ -66,10 +66,10 @@ if EDGE_FILTERS:
             manifest=P.edge_prompts_pattern(
                 "{seed}", TRAIN["dataset"], ".manifest.json"
             ),
-        log:
-            f"{SEED_LOGS}/train/rl_prompts{{filter}}.log",
+        log:  # named by the dataset too: a probe that trains on another pool shares the tree
+            f"{SEED_LOGS}/train/rl_prompts-{TRAIN['dataset']}{{filter}}.log",
         benchmark:
-            f"{SEED_BENCH}/train/rl_prompts{{filter}}.tsv"
+            f"{SEED_BENCH}/train/rl_prompts-{TRAIN['dataset']}{{filter}}.tsv"
         wildcard_constraints:
             filter="(?:" + "|".join(EDGE_FILTERS) + ")",  # an empty alternative: the shared file
         priority: lambda wc: prompts_priority(config, wc.filter, threads_of("rl_prompts"))
