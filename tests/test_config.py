@@ -369,12 +369,32 @@ def test_probe_overlays_load_over_the_embedded_default(probe):
     """Each probe of config/probes/ is an overlay on the embedded default: the two load as one valid
     config, any runs the probe adds sit beside the experiment's and its documented command (the file's
     header) names them, and the command names the file itself."""
-    cfg = load_config(ROOT / "config/config.yaml", probe)
+    below = _layered_over(probe)
+    cfg = load_config(ROOT / "config/config.yaml", *below, probe)
     header = probe.read_text().split("\n\n")[0]
     assert f"config/probes/{probe.name}" in header and "snakemake" in header
+    assert all(f"config/probes/{p.name}" in header for p in below)  # the command layers them too
     added = set(_raw(f"config/probes/{probe.name}").get("runs") or {})
-    assert set(load_config(ROOT / "config/config.yaml")["runs"]) | added == set(cfg["runs"])
+    beneath = load_config(ROOT / "config/config.yaml", *below)["runs"]
+    assert set(beneath) | added == set(cfg["runs"])
     assert all(run in header for run in added)
+    roles = (cfg["analysis"].get("claims") or {}).get("roles") or {}
+    assert set(roles.values()) <= set(cfg["runs"])  # every role names a run of the layered config
+
+
+def _layered_over(probe: Path) -> list[Path]:
+    """The probes a probe's header says it is laid over ("Overlay after a.yaml and b.yaml"), in order."""
+    header = probe.read_text().split("\n\n")[0]
+    m = re.search(r"Overlay after (.*?)(?:\(|, targets|$)", " ".join(header.split()))
+    return [ROOT / "config/probes" / name for name in re.findall(r"\w+\.yaml", m.group(1))] if m else []
+
+
+def test_a_layered_probe_names_the_probes_beneath_it():
+    """The parser of "Overlay after ..." finds each probe named, in order (a check that can fail)."""
+    below = _layered_over(ROOT / "config/probes/distinct_prompts_tables.yaml")
+    assert [p.name for p in below] == ["distinct_prompts.yaml", "distinct_prompts_bon.yaml"]
+    assert all(p.is_file() for p in below)
+    assert _layered_over(ROOT / "config/probes/comparison_256.yaml") == []
 
 
 def test_the_comparison_probe_reads_the_designs_runs_as_they_are_in_the_paper_s_roles():
@@ -440,6 +460,9 @@ def test_a_probe_of_runs_leaves_the_default_s_runs_as_they_are(probe):
     raw = _raw(f"config/probes/{probe.name}")
     if OWN_TREE_KEYS & set(raw):
         pytest.skip(f"{probe.name} builds its own base or data: a tree of its own")
+    for below in _layered_over(probe):
+        if (OWN_TREE_KEYS | {"train"}) & set(_raw(f"config/probes/{below.name}")):
+            pytest.skip(f"{probe.name} is laid over {below.name}, which changes the default's runs or data")
     assert "train" not in raw, "a probe that changes train.* changes the default's runs: set it per run"
     default = load_config(ROOT / "config/config.yaml")
     both = load_config(ROOT / "config/config.yaml", probe)
