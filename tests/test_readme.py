@@ -140,7 +140,7 @@ def test_stage_of_knows_every_rules_benchmark_file() -> None:
     assert R.stage_of("seed7/benchmarks/train/bon_mean.tsv") == "train"
     assert R.stage_of("seed7/benchmarks/train/rl_prompts.tsv") == "rl_prompts"
     assert R.stage_of("seed7/benchmarks/train/rl_prompts-e7055458.tsv") == "rl_prompts"  # a run's own filter
-    assert R.stage_of("seed7/benchmarks/train/rl_prompts-suite_rl.tsv") == "rl_prompts"  # named by its dataset
+    assert R.stage_of("seed7/benchmarks/train/rl_prompts-suite_rl.tsv") == "rl_prompts"  # by its dataset
     assert R.stage_of("seed7/benchmarks/train/rl_prompts-suite_rl-e7055458.tsv") == "rl_prompts"
     assert R.stage_of("seed7/benchmarks/generate/rescore/base/suite_test.tsv") == "rescore"
     assert R.stage_of("seed7/benchmarks/generate/base/suite_test/shard3.tsv") == "generate"
