@@ -371,7 +371,7 @@ def test_probe_overlays_load_over_the_embedded_default(probe):
     header) names them, and the command names the file itself."""
     below = _layered_over(probe)
     cfg = load_config(ROOT / "config/config.yaml", *below, probe)
-    header = probe.read_text().split("\n\n")[0]
+    header = _header(probe)
     assert f"config/probes/{probe.name}" in header and "snakemake" in header
     assert all(f"config/probes/{p.name}" in header for p in below)  # the command layers them too
     added = set(_raw(f"config/probes/{probe.name}").get("runs") or {})
@@ -382,10 +382,14 @@ def test_probe_overlays_load_over_the_embedded_default(probe):
     assert set(roles.values()) <= set(cfg["runs"])  # every role names a run of the layered config
 
 
+def _header(probe: Path) -> str:
+    """A probe's header: its comment block up to the first blank line."""
+    return probe.read_text().split("\n\n")[0]
+
+
 def _layered_over(probe: Path) -> list[Path]:
     """The probes a probe's header says it is laid over ("Overlay after a.yaml and b.yaml"), in order."""
-    header = probe.read_text().split("\n\n")[0]
-    m = re.search(r"Overlay after (.*?)(?:\(|, targets|$)", " ".join(header.split()))
+    m = re.search(r"Overlay after (.*?)(?:\(|, targets|$)", " ".join(_header(probe).split()))
     return [ROOT / "config/probes" / name for name in re.findall(r"\w+\.yaml", m.group(1))] if m else []
 
 
@@ -460,12 +464,13 @@ def test_a_probe_of_runs_leaves_the_default_s_runs_as_they_are(probe):
     raw = _raw(f"config/probes/{probe.name}")
     if OWN_TREE_KEYS & set(raw):
         pytest.skip(f"{probe.name} builds its own base or data: a tree of its own")
-    for below in _layered_over(probe):
-        if (OWN_TREE_KEYS | {"train"}) & set(_raw(f"config/probes/{below.name}")):
-            pytest.skip(f"{probe.name} is laid over {below.name}, which changes the default's runs or data")
+    below = _layered_over(probe)
+    for p in below:
+        if (OWN_TREE_KEYS | {"train"}) & set(_raw(f"config/probes/{p.name}")):
+            pytest.skip(f"{probe.name} is laid over {p.name}, which changes the default's runs or data")
     assert "train" not in raw, "a probe that changes train.* changes the default's runs: set it per run"
     default = load_config(ROOT / "config/config.yaml")
-    both = load_config(ROOT / "config/config.yaml", probe)
+    both = load_config(ROOT / "config/config.yaml", *below, probe)
     for run in default["runs"]:
         assert slices.config_json(both, "train", run, 7) == slices.config_json(default, "train", run, 7), run
         assert P.train_prompts(both, 7, run) == P.train_prompts(default, 7, run), run
