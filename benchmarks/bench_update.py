@@ -5,7 +5,7 @@ update's share of its roofline.
 
     python benchmarks/bench_update.py [--model results/seed{seed}/models/base]
         [--data results/data/suite_rl.jsonl.gz] [--method grpo] [--repeats 7] [--threads 1]
-        [--runs 2 4 8]
+        [--runs 2 4 8] [--groups 8]
 
 Modes: TRL's computation; the shared prompt with pass 2 in 1 length run (as wide as the micro-batch's
 longest completion) and in each of ``--runs`` runs (``maxk.train.shared_prompt.RUNS`` is the default),
@@ -143,7 +143,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the embedded train job: 1)")
     ap.add_argument("--runs", type=int, nargs="+", default=[2, 4, 8], help="pass 2's length runs to time")
+    ap.add_argument(
+        "--groups",
+        type=int,
+        default=None,
+        help="groups per micro-batch (default: the config's per_device_train_batch_size / n)",
+    )
     a = ap.parse_args()
+    if a.groups is not None and a.groups < 1:
+        ap.error(f"--groups must be at least 1, got {a.groups}")
     if a.model is None:  # the embedded default's base, where the workflow puts its seed's
         from maxk import paths as P
         from maxk.config import load_config
@@ -182,6 +190,8 @@ def main() -> None:
         processing_class=tokenizer,
     )
     n, rows = trainer.num_generations, trainer.args.per_device_train_batch_size
+    if a.groups is not None:
+        rows = a.groups * n
     problems = [row for _, row in read_jsonl(a.data)]
     problems = random.Random(cfg["seed"]).sample(problems, rows // n)
     batch = micro_batch(tokenizer, problems, cfg, n, trainer.max_completion_length, cfg["seed"])
