@@ -448,6 +448,36 @@ def test_the_default_s_inference_aware_runs_are_the_measured_design_setting_for_
     assert all(departures[run] and not set(departures[run]) & set(paper["runs"][run]) for run in roles)
 
 
+def test_design_8_as_the_experiment_trains_each_paper_run_as_its_design_8_run():
+    """config/probes/distinct_prompts_experiment.yaml gives each of the paper's runs, under its own name,
+    the settings of the design-8 run that played its role (the three design-8 probes layered, their
+    ``analysis.claims.roles``), the same job slice (the instrument's held-out size included) and the same
+    prompt file, from the same pool; so the one command reproduces the design's runs, and a change to one
+    file that is not made to the other fails here."""
+    from maxk import paths as P
+    from maxk.train.launch import run_config
+    from maxk.workflow import slices
+
+    chain = ["distinct_prompts.yaml", "distinct_prompts_bon.yaml", "distinct_prompts_tables.yaml"]
+    design = load_config(ROOT / "config/config.yaml", *(ROOT / "config/probes" / name for name in chain))
+    one = load_config(ROOT / "config/config.yaml", ROOT / "config/probes/distinct_prompts_experiment.yaml")
+    roles = design["analysis"]["claims"]["roles"]
+    assert len(roles) == 10 and set(roles) < set(one["runs"])
+    assert not (one["analysis"].get("claims") or {}).get("roles")  # the paper's names, read as they are
+
+    def effective(cfg, run):
+        part = slices.train(cfg, run)
+        settings = run_config(part["train"], part["run"])
+        settings.pop("description", None)
+        return settings
+
+    for paper_run, design_run in roles.items():
+        assert effective(one, paper_run) == effective(design, design_run), paper_run
+        assert P.train_prompts(one, 7, paper_run) == P.train_prompts(design, 7, design_run), paper_run
+    assert one["data"]["pools"]["suite_rl_wide"] == design["data"]["pools"]["suite_rl_wide"]
+    assert one["train"]["dataset"] == design["train"]["dataset"] == "suite_rl_wide"
+
+
 #: probes that build another base or other data cannot share the default's tree; every other one must
 OWN_TREE_KEYS = {"base_model", "data", "datasets"}
 
