@@ -419,26 +419,32 @@ def test_the_comparison_probe_reads_the_designs_runs_as_they_are_in_the_paper_s_
     assert set(roles.values()) <= read and not set(roles) & read and {"base", "grpo_continuous"} <= read
 
 
+def _trains_with(cfg, run):
+    """What ``run``'s training job trains with: the train section under the run's settings as its job slice
+    has them (the instrument's held-out size included), without its description."""
+    from maxk.train.launch import run_config
+    from maxk.workflow import slices
+
+    part = slices.train(cfg, run)
+    settings = run_config(part["train"], part["run"])
+    settings.pop("description", None)
+    return settings
+
+
 def test_the_default_s_inference_aware_runs_are_the_measured_design_setting_for_setting():
     """config/config.yaml gives the paper's five inference-aware runs the settings of
     config/probes/comparison_256.yaml, under which they were measured to learn (docs/design.md, "The
     inference-aware runs"): each run trains with the probe's run's settings, on its prompt file; every
     other run trains on the shared prompt filter's file; the paper scale keeps the paper's settings."""
     from maxk import paths as P
-    from maxk.train.launch import run_config
 
     default = load_config(ROOT / "config/config.yaml")
     probe = load_config(ROOT / "config/config.yaml", ROOT / "config/probes/comparison_256.yaml")
     roles = probe["analysis"]["claims"]["roles"]
     assert set(roles) == set(_raw("config/config.yaml")["run_settings"])
 
-    def effective(cfg, run):  # what the run trains with: the train section under the run's settings
-        settings = run_config(cfg["train"], cfg["runs"][run])
-        settings.pop("description", None)
-        return settings
-
     for paper_run, probe_run in roles.items():
-        assert effective(default, paper_run) == effective(probe, probe_run), paper_run
+        assert _trains_with(default, paper_run) == _trains_with(probe, probe_run), paper_run
         assert P.train_prompts(default, 7, paper_run) == P.train_prompts(probe, 7, probe_run)
         assert P.train_prompts(default, 7, paper_run) != P.edge_prompts(7, "suite_rl")
     for run in set(default["runs"]) - set(roles):
@@ -455,8 +461,6 @@ def test_design_8_as_the_experiment_trains_each_paper_run_as_its_design_8_run():
     prompt file, from the same pool; so the one command reproduces the design's runs, and a change to one
     file that is not made to the other fails here."""
     from maxk import paths as P
-    from maxk.train.launch import run_config
-    from maxk.workflow import slices
 
     chain = ["distinct_prompts.yaml", "distinct_prompts_bon.yaml", "distinct_prompts_tables.yaml"]
     design = load_config(ROOT / "config/config.yaml", *(ROOT / "config/probes" / name for name in chain))
@@ -465,14 +469,8 @@ def test_design_8_as_the_experiment_trains_each_paper_run_as_its_design_8_run():
     assert len(roles) == 10 and set(roles) < set(one["runs"])
     assert not (one["analysis"].get("claims") or {}).get("roles")  # the paper's names, read as they are
 
-    def effective(cfg, run):
-        part = slices.train(cfg, run)
-        settings = run_config(part["train"], part["run"])
-        settings.pop("description", None)
-        return settings
-
     for paper_run, design_run in roles.items():
-        assert effective(one, paper_run) == effective(design, design_run), paper_run
+        assert _trains_with(one, paper_run) == _trains_with(design, design_run), paper_run
         assert P.train_prompts(one, 7, paper_run) == P.train_prompts(design, 7, design_run), paper_run
     assert one["data"]["pools"]["suite_rl_wide"] == design["data"]["pools"]["suite_rl_wide"]
     assert one["train"]["dataset"] == design["train"]["dataset"] == "suite_rl_wide"
