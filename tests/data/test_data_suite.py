@@ -52,10 +52,34 @@ def call():
     return load("suite", family="call", n=150, seed=7)
 
 
-def test_deterministic_and_seeded(stdio):
+def test_deterministic_and_seeded(stdio, monkeypatch):
+    from maxk.data import suite
+
+    monkeypatch.setattr(suite, "_POOLS", {})  # generated again, not the process's copy
     assert load("suite", family="stdio", n=400, seed=7) == stdio
     other = load("suite", family="stdio", n=400, seed=8)
     assert [p["prompt"] for p in other] != [p["prompt"] for p in stdio]
+
+
+def test_a_pool_is_generated_once_a_process_and_each_call_gets_its_own_copy(monkeypatch):
+    from maxk.data import suite
+
+    monkeypatch.setattr(suite, "_POOLS", {})
+    made = []
+    real = suite._generate_pool
+    monkeypatch.setattr(suite, "_generate_pool", lambda *a: made.append(a) or real(*a))
+    first = suite.generate_suite("mixed:0.25", 60, 3, level_weights={1: 0.5, 2: 0.5})
+    first[0]["prompt"] = "changed by its caller"
+    first[1]["tests"]["cases"].clear()
+    again = suite.generate_suite("mixed:0.25", 60, 3, level_weights={"2": 0.5, "1": 0.5})  # as JSON has it
+    assert len(made) == 1
+    assert again == real("mixed:0.25", 60, 3, {1: 0.5, 2: 0.5}, 8, 200)
+    assert again[0]["prompt"] != "changed by its caller" and again[1]["tests"]["cases"]
+    suite.generate_suite("mixed:0.25", 60, 4, level_weights={1: 0.5, 2: 0.5})
+    assert len(made) == 2  # another seed, another pool
+    for seed in range(5, 5 + suite._POOLS_KEPT):
+        suite.generate_suite("stdio", 5, seed)
+    assert len(suite._POOLS) == suite._POOLS_KEPT
 
 
 def test_schema_distinct_levels(stdio, call):

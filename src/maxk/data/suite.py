@@ -40,6 +40,7 @@ of the rendered reference code; the tests check that the reference reproduces th
 from __future__ import annotations
 
 import hashlib
+import pickle
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -751,8 +752,39 @@ def generate_suite(
     """``n`` distinct problems of ``family`` ("stdio", "call" or "mixed:<call fraction>").
 
     Levels are drawn from ``level_weights`` (default ``DEFAULT_LEVEL_WEIGHTS``); a level whose space
-    of distinct programs is exhausted is redrawn. Same arguments -> same problems, in the same order.
+    of distinct programs is exhausted is redrawn. Same arguments -> same problems, in the same order,
+    so a process generates a pool once (``_POOLS``) and hands each call its own copy.
     """
+    weights = (
+        None if level_weights is None else tuple(sorted((int(k), float(v)) for k, v in level_weights.items()))
+    )
+    key = (family, n, seed, weights, num_tests, max_tries)
+    if key not in _POOLS:
+        problems = _generate_pool(family, n, seed, level_weights, num_tests, max_tries)
+        while len(_POOLS) >= _POOLS_KEPT:
+            _POOLS.pop(next(iter(_POOLS)))
+        _POOLS[key] = pickle.dumps(problems, protocol=pickle.HIGHEST_PROTOCOL)
+    return pickle.loads(_POOLS[key])
+
+
+#: pools generated in this process, pickled (a copy per call: callers may change their records), by
+#: ``generate_suite``'s arguments; a 4,000-problem pool costs about 10 s to generate and 0.1 s to copy, and
+#: one process often builds several datasets of one pool (``maxk data``'s datasets, the base's SFT split,
+#: the contamination audit, the tests)
+_POOLS: dict[tuple[Any, ...], bytes] = {}
+#: the most pools ``_POOLS`` keeps (the oldest goes first)
+_POOLS_KEPT = 4
+
+
+def _generate_pool(
+    family: str,
+    n: int,
+    seed: int,
+    level_weights: dict[int, float] | None,
+    num_tests: int,
+    max_tries: int,
+) -> list[dict[str, Any]]:
+    """``generate_suite`` without the process's copy."""
     if family.startswith("mixed"):
         frac = float(family.split(":", 1)[1]) if ":" in family else 0.2
         n_call = round(n * frac)
