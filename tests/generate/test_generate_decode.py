@@ -97,14 +97,14 @@ def test_compaction_keeps_every_sample_whole(model_and_prompts):
 def test_a_step_without_one_prompt_s_rows_gives_the_model_s_logits(model_and_prompts):
     """After compaction a prompt may have no rows left: the grid holds the others' caches only, and
     each row's next-token logits still equal the model's own forward pass over prompt + token."""
-    from maxk.generate.decode import _Grid, _stack_prefixes
+    from maxk.generate.decode import _Grid
 
     model, prompts = model_and_prompts
     decoder = QwenDecoder(model)
-    prefixes = [decoder._prefill(ids)[0] for ids in prompts]
+    stacked, _ = decoder._prefill(prompts)
     lengths = [len(ids) for ids in prompts]
     prompt_of, tokens = torch.tensor([0, 0, 2]), torch.tensor([5, 7, 9])  # prompt 1 has left
-    grid = _Grid.of(_stack_prefixes(prefixes, lengths), prompt_of)
+    grid = _Grid.of(stacked, prompt_of)
     assert grid.prompts == 2
     cache = decoder.new_cache(3, 4)
     positions = torch.tensor([lengths[p] for p in prompt_of.tolist()])
@@ -115,19 +115,50 @@ def test_a_step_without_one_prompt_s_rows_gives_the_model_s_logits(model_and_pro
         torch.testing.assert_close(logits[row], want, atol=1e-4, rtol=1e-4)
 
 
-def test_grid_places_each_row_at_its_prompt_s_slot():
-    from maxk.generate.decode import _Grid, _stack_prefixes
+def test_the_prompts_prefilled_at_once_are_each_prompt_s_own_forward(model_and_prompts):
+    """One forward over the prompts padded on the right: each prompt's keys, values and last logits are
+    its forward alone (to rounding), its padding is masked with -inf and nothing else is."""
+    model, prompts = model_and_prompts
+    decoder = QwenDecoder(model)
+    (keys, values, mask), last = decoder._prefill(prompts)
+    lengths = [len(ids) for ids in prompts]
+    assert len(set(lengths)) == len(lengths)  # every prompt padded but the longest
+    assert keys[0].shape[:3] == (model.config.num_key_value_heads, len(prompts), max(lengths))
+    for p, ids in enumerate(prompts):
+        with torch.no_grad():
+            alone = model(torch.tensor([ids]), use_cache=True)
+        for layer, cached in enumerate(alone.past_key_values.layers):
+            torch.testing.assert_close(keys[layer][:, p, : lengths[p]], cached.keys[0], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(
+                values[layer][:, p, : lengths[p]], cached.values[0], atol=1e-5, rtol=1e-5
+            )
+        torch.testing.assert_close(last[p], alone.logits[0, -1], atol=1e-4, rtol=1e-4)
+        assert mask[p, : lengths[p]].eq(0).all() and mask[p, lengths[p] :].eq(-float("inf")).all()
 
-    kv = lambda t, v: (torch.full((2, t, 4), float(v)), torch.full((2, t, 4), float(-v)))  # noqa: E731
-    prefixes = [[kv(3, 1)], [kv(5, 2)], [kv(2, 3)]]  # 3 prompts, one layer, lengths 3, 5, 2
-    stacked = _stack_prefixes(prefixes, [3, 5, 2])
-    keys, values, mask = stacked
-    assert keys[0].shape == (2, 3, 5, 4) and (keys[0][:, 0, 3:] == 0).all() and (values[0][:, 1] == -2).all()
-    assert mask.tolist() == [[0, 0, 0, -float("inf"), -float("inf")], [0] * 5, [0, 0] + [-float("inf")] * 3]
-    grid = _Grid.of(stacked, torch.tensor([0, 2, 2, 2]))  # prompt 1 has left the batch
+
+def test_uniforms_drawn_up_front_are_the_draws_of_one_step_after_another():
+    """A prompt's uniforms are its generator's draws of n a step, as the loop drew them step by step
+    before (so a seed gives the same samples): the table is ``[prompts, steps, n]``, prompt-major."""
+    from maxk.generate.decode import _uniforms
+
+    table = _uniforms([11, 12], 32, 96, "cpu")
+    assert table.shape == (2, 96, 32) and table.dtype == torch.float64
+    for p, seed in enumerate([11, 12]):
+        generator = torch.Generator().manual_seed(seed)
+        steps = [torch.rand(32, generator=generator, dtype=torch.float64) for _ in range(96)]
+        assert torch.equal(table[p], torch.stack(steps))
+
+
+def test_grid_places_each_row_at_its_prompt_s_slot():
+    from maxk.generate.decode import _Grid
+
+    keys = torch.stack([torch.full((2, 5, 4), float(v)) for v in (1, 2, 3)], dim=1)  # 3 prompts, one layer
+    mask = torch.tensor([[0, 0, 0, -float("inf"), -float("inf")], [0] * 5, [0, 0] + [-float("inf")] * 3])
+    grid = _Grid.of(([keys], [-keys], mask), torch.tensor([0, 2, 2, 2]))  # prompt 1 has left the batch
     assert (grid.prompts, grid.per_prompt, grid.width) == (2, 3, 5)
     assert grid.slot.tolist() == [0, 3, 4, 5]
     assert grid.keys_t[0][0, :, 0, 0].tolist() == [1.0, 3.0]  # prompts 0 and 2 remain
+    assert grid.values[0][0, :, 0, 0].tolist() == [-1.0, -3.0]
     assert grid.mask.shape == (1, 4, 1, 5) and grid.mask[0, 1, 0].tolist() == mask[2].tolist()
 
 

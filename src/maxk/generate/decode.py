@@ -5,12 +5,13 @@
 static cache of every sequence. This loop does only the arithmetic of one step, on the model's own
 weights (q/k/v and gate/up projections fused into one matrix each):
 
-- **shared prefixes**: each prompt is prefilled once (by the model's own forward, so its keys and
-  values are exactly the model's), and its samples attend to that one copy. Queries of all samples
-  of a prompt meet the prefix in one matrix product; only the generated tokens have per-sample keys
-  and values, in a preallocated cache;
-- **several prompts per batch, one product per layer**: the prompts' caches are stacked (zero-padded
-  to the longest, the padding masked out of the softmax), and each running row's queries go to its
+- **shared prefixes**: each prompt is prefilled once, all of a batch's prompts in one forward of the
+  model's own (padded on the right, so that causal attention keeps each prompt's keys and values its
+  own), and its samples attend to that one copy. Queries of all samples of a prompt meet the prefix
+  in one matrix product; only the generated tokens have per-sample keys and values, in a
+  preallocated cache;
+- **several prompts per batch, one product per layer**: the prompts' caches are stacked (padded to
+  the longest, the padding masked out of the softmax), and each running row's queries go to its
   prompt's slot of a ``[prompts, rows per prompt]`` grid, so one batched matrix product per layer
   serves every sample of every prompt (a prompt's samples depend on its batch-mates only through
   float rounding of the padded sums);
@@ -180,12 +181,30 @@ class QwenDecoder:
         return x * cos + rotated * sin
 
     @torch.no_grad()
-    def _prefill(self, ids: Sequence[int]) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
-        """The model's own forward over a prompt: per layer ``(K, V)`` ``[kv_heads, T, d]``, last logits."""
+    def _prefill(
+        self, prompts: Sequence[Sequence[int]]
+    ) -> tuple[tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor], torch.Tensor]:
+        """The model's own forward over the prompts at once, each padded on the right to the longest
+        (causal attention: a prompt's tokens never see the padding after them, and each token sits at
+        its own position): per layer the keys and values ``[kv_heads, prompts, longest, d]``, the
+        additive mask ``[prompts, longest]`` (0 on a prompt's tokens, -inf on its padding, whose keys
+        and values are finite and get weight 0), and each prompt's last logits ``[prompts, vocab]``.
+        One forward instead of one a prompt: a prompt's keys differ from its forward alone only by the
+        float rounding of the batch's products."""
         device = self.embed.device
-        out = self.model(torch.tensor([list(ids)], device=device), use_cache=True)
-        kv = [(layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers]
-        return kv, out.logits[0, -1]
+        lengths = [len(ids) for ids in prompts]
+        width = max(lengths)
+        batch = torch.zeros(len(prompts), width, dtype=torch.long, device=device)
+        for p, ids in enumerate(prompts):
+            batch[p, : lengths[p]] = torch.tensor(list(ids), dtype=torch.long)
+        out = self.model(batch, use_cache=True)
+        keys = [layer.keys.transpose(0, 1).contiguous() for layer in out.past_key_values.layers]
+        values = [layer.values.transpose(0, 1).contiguous() for layer in out.past_key_values.layers]
+        last = torch.tensor(lengths, device=device) - 1
+        mask = torch.zeros(len(prompts), width, device=device, dtype=torch.float32)
+        for p, length in enumerate(lengths):
+            mask[p, length:] = -float("inf")
+        return (keys, values, mask), out.logits[torch.arange(len(prompts), device=device), last]
 
     def new_cache(self, rows: int, max_new_tokens: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer the generated tokens' keys, transposed ``[kv_heads, rows, d, max_new_tokens]`` (so
@@ -276,16 +295,15 @@ class QwenDecoder:
 
     def _sample(self, prompts, n, max_new_tokens, stop_token_ids, seeds, temperature, top_p) -> DecodeResult:
         device = self.embed.device
-        generators = [torch.Generator(device=device).manual_seed(int(seed)) for seed in seeds]
+        if any(len(ids) == 0 for ids in prompts):
+            raise ValueError("empty prompt")
         total = n * len(prompts)
-        prefixes, first_logits, lengths = [], [], []
-        for ids in prompts:
-            if not ids:
-                raise ValueError("empty prompt")
-            kv, logits = self._prefill(ids)
-            prefixes.append(kv)
-            first_logits.append(logits)
-            lengths.append(len(ids))
+        lengths = [len(ids) for ids in prompts]
+        stacked, first_logits = self._prefill(prompts)
+        # Every prompt draws n uniforms per step, one per original sample, running or not: a sample's
+        # draws depend on its prompt's seed alone, never on compaction or batch-mates (drawn up front:
+        # a generator's draws of [steps, n] at once are its draws of n a step, one step after another)
+        uniforms = _uniforms(seeds, n, max_new_tokens, device)
         cache = self.new_cache(total, max_new_tokens)
         out_tokens = torch.zeros(total, max_new_tokens, dtype=torch.long)
         out_len = torch.full((total,), max_new_tokens, dtype=torch.long)
@@ -295,24 +313,13 @@ class QwenDecoder:
 
         rows = torch.arange(total)  # original row of each running row
         prompt_of = rows // n
-        segments = [(p, p * n, (p + 1) * n) for p in range(len(prompts))]
-        stacked = _stack_prefixes(prefixes, lengths)
         grid = _Grid.of(stacked, prompt_of.to(device))
         positions = torch.tensor(lengths, device=device).repeat_interleave(n)
-        logits = torch.stack(first_logits).repeat_interleave(n, dim=0)
+        logits = first_logits.repeat_interleave(n, dim=0)
         alive = torch.ones(total, dtype=torch.bool)  # per running row: not yet stopped
         stopped = torch.zeros(total, dtype=torch.bool)
         for step in range(max_new_tokens):
-            # Every prompt draws n uniforms per step, one per original sample, running or not: a
-            # sample's draws depend on its prompt's seed alone, never on compaction or batch-mates.
-            u = torch.cat(
-                [
-                    torch.rand(n, generator=generators[p], dtype=torch.float64, device=device)[
-                        (rows[start:end] - p * n).to(device)
-                    ]
-                    for p, start, end in segments
-                ]
-            )
+            u = uniforms[prompt_of, step, rows - prompt_of * n].to(device)
             token, logp, ent = draw_tokens(logits, u, temperature, top_p)
             live = rows[alive]
             out_tokens[live, step] = token.cpu()[alive]
@@ -330,7 +337,6 @@ class QwenDecoder:
                 idx = idx.to(device)
                 token, positions = token[idx], positions[idx]
                 cache = [(k.index_select(1, idx), v.index_select(1, idx)) for k, v in cache]
-                segments = _segments(prompt_of)
                 grid = _Grid.of(stacked, prompt_of.to(device))
             # Rows stopped but not yet compacted away still run; their draws are not recorded.
             logits = self.step_logits(token, step, positions, grid, cache)
@@ -339,36 +345,15 @@ class QwenDecoder:
         return DecodeResult(token_ids, stopped.tolist(), sum_logp.tolist(), sum_ent.tolist())
 
 
-def _segments(prompt_of: torch.Tensor) -> list[tuple[int, int, int]]:
-    """Contiguous ``(prompt, start, end)`` runs of ``prompt_of`` (rows stay grouped by prompt)."""
-    values, counts = torch.unique_consecutive(prompt_of, return_counts=True)
-    out, start = [], 0
-    for p, c in zip(values.tolist(), counts.tolist(), strict=True):
-        out.append((int(p), start, start + int(c)))
-        start += int(c)
-    return out
-
-
-def _stack_prefixes(
-    prefixes: list[list[tuple[torch.Tensor, torch.Tensor]]], lengths: list[int]
-) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
-    """Per layer the prompts' keys and values stacked ``[kv_heads, prompts, longest, d]`` (zeros past a
-    prompt's end), and the additive mask ``[prompts, longest]`` (0 on a prompt's tokens, -inf past)."""
-    width = max(lengths)
-    keys, values = [], []
-    for li in range(len(prefixes[0])):
-        k0 = prefixes[0][li][0]
-        k = k0.new_zeros(k0.shape[0], len(prefixes), width, k0.shape[2])
-        v = torch.zeros_like(k)
-        for p, kv in enumerate(prefixes):
-            k[:, p, : lengths[p]] = kv[li][0]
-            v[:, p, : lengths[p]] = kv[li][1]
-        keys.append(k)
-        values.append(v)
-    mask = torch.zeros(len(prefixes), width, device=keys[0].device, dtype=torch.float32)
-    for p, length in enumerate(lengths):
-        mask[p, length:] = -float("inf")
-    return keys, values, mask
+def _uniforms(seeds: Sequence[int], n: int, steps: int, device: Any) -> torch.Tensor:
+    """``[prompts, steps, n]`` float64 uniforms: prompt i's from one ``torch.Generator`` seeded with
+    ``seeds[i]``, ``n`` a step (``tests/generate/test_generate_decode.py`` checks that drawing them
+    at once gives the draws of one step after another)."""
+    draws = []
+    for seed in seeds:
+        generator = torch.Generator(device=device).manual_seed(int(seed))
+        draws.append(torch.rand(steps, n, generator=generator, dtype=torch.float64, device=device))
+    return torch.stack(draws).cpu()
 
 
 @dataclass
