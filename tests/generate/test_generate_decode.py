@@ -115,10 +115,16 @@ def test_a_step_without_one_prompt_s_rows_gives_the_model_s_logits(model_and_pro
         torch.testing.assert_close(logits[row], want, atol=1e-4, rtol=1e-4)
 
 
-def test_the_prompts_prefilled_at_once_are_each_prompt_s_own_forward(model_and_prompts):
-    """One forward over the prompts padded on the right: each prompt's keys, values and last logits are
-    its forward alone (to rounding), its padding is masked with -inf and nothing else is."""
+@pytest.mark.parametrize("at_once", [1, 2, 16])
+def test_the_prompts_prefilled_at_once_are_each_prompt_s_own_forward(model_and_prompts, monkeypatch, at_once):
+    """Forwards over the prompts padded on the right (``at_once`` a forward, the last one narrower than
+    the longest): each prompt's keys, values and last logits are its forward alone (to rounding), its
+    padding is masked with -inf and nothing else is."""
+    from maxk.generate import decode
+
+    monkeypatch.setattr(decode, "PREFILL_PROMPTS", at_once)
     model, prompts = model_and_prompts
+    prompts = sorted(prompts, key=len, reverse=True)  # at 2 a forward, the second is narrower
     decoder = QwenDecoder(model)
     (keys, values, mask), last = decoder._prefill(prompts)
     lengths = [len(ids) for ids in prompts]
