@@ -9,8 +9,9 @@ update's share of its roofline.
 
 Modes: TRL's computation; the shared prompt with pass 2 in 1 length run (as wide as the micro-batch's
 longest completion) and in each of ``--runs`` runs (``maxk.train.shared_prompt.RUNS`` is the default),
-and at the default runs with the other LM head (``maxk.train.shared_prompt.HEAD``: TRL's fused kernel or
-``head_logps``).
+at the default runs with the other LM head (``maxk.train.shared_prompt.HEAD``: TRL's fused kernel or
+``head_logps``), and at the default runs with SDPA given the key/value heads as they are (``enable_gqa``,
+transformers' ``TRANSFORMERS_SDPA_FORCE_GQA``) instead of repeated to the query heads.
 Embedded shape: 8 groups x 8 completions per micro-batch (``train.per_device_train_batch_size``), the
 prompts of 8 suite problems built with ``maxk.data.prompts.build_prompt``, completions of 16 to
 ``train.max_completion_length`` (96) random tokens. The model is the built base model when there is
@@ -27,6 +28,7 @@ share of it.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -42,6 +44,10 @@ from roofline import linear_flop_per_token, roofline_line, training_roofline  # 
 from maxk.hf_hub import go_offline  # noqa: E402
 
 go_offline()
+
+#: transformers' switch for passing SDPA the key/value heads as they are (``enable_gqa``) where it would
+#: repeat them to the query heads (on a CPU whenever there is an attention mask)
+GQA_ENV = "TRANSFORMERS_SDPA_FORCE_GQA"
 
 
 def build_model(cfg: dict, directory: Path) -> str:
@@ -203,25 +209,35 @@ def main() -> None:
 
     share = trainer._can_share_prompts
     default_runs, default_head = sp.RUNS, sp.HEAD
-    # mode -> (predicate, pass 2's length runs, its LM head): TRL's computation, then the shared prompt
-    # at 1 run (one pass 2 as wide as the micro-batch's longest completion) and at each of --runs, and
-    # at the default runs with the other head
-    modes = {"unshared (TRL)": (lambda *args, **kw: False, 1, default_head)}
-    modes |= {f"shared, {r} run{'s' * (r > 1)}": (share, r, default_head) for r in sorted({1, *a.runs})}
+    # mode -> (predicate, pass 2's length runs, its LM head, GQA inside SDPA): TRL's computation, then the
+    # shared prompt at 1 run (one pass 2 as wide as the micro-batch's longest completion) and at each of
+    # --runs, at the default runs with the other head, and with the key/value heads passed to SDPA as they
+    # are (transformers' TRANSFORMERS_SDPA_FORCE_GQA; else it repeats them to the query heads on a CPU)
+    modes = {"unshared (TRL)": (lambda *args, **kw: False, 1, default_head, False)}
+    modes |= {
+        f"shared, {r} run{'s' * (r > 1)}": (share, r, default_head, False) for r in sorted({1, *a.runs})
+    }
     other = "fused" if default_head == "plain" else "plain"
-    modes[f"shared, {default_runs} runs, {other} head"] = (share, default_runs, other)
+    modes[f"shared, {default_runs} runs, {other} head"] = (share, default_runs, other, False)
+    modes[f"shared, {default_runs} runs, GQA in SDPA"] = (share, default_runs, default_head, True)
+    force_gqa = os.environ.get(GQA_ENV)
     times = {m: [] for m in modes}
     nograd = {m: [] for m in modes}
     grads = {}
     for rep in range(a.repeats + 1):  # the first round warms up; modes interleaved against drift
-        for mode, (predicate, runs, head) in modes.items():
+        for mode, (predicate, runs, head, gqa) in modes.items():
             trainer._can_share_prompts, sp.RUNS, sp.HEAD = predicate, runs, head
+            os.environ[GQA_ENV] = "1" if gqa else "0"
             seconds, grads[mode] = update(trainer, batch)
             fwd = timed(logp_pass, trainer, trainer.model, batch)
             if rep:
                 times[mode].append(seconds)
                 nograd[mode].append(fwd)
     trainer._can_share_prompts, sp.RUNS, sp.HEAD = share, default_runs, default_head
+    if force_gqa is None:
+        os.environ.pop(GQA_ENV)
+    else:
+        os.environ[GQA_ENV] = force_gqa
     trl = grads.pop("unshared (TRL)")
     diff = max((got[k] - g).abs().max().item() for got in grads.values() for k, g in trl.items())
 
@@ -235,18 +251,18 @@ def main() -> None:
           f"threads {a.threads}; median of {a.repeats}")  # fmt: skip
     print(f"max |grad difference| shared vs unshared: {diff:.2e}")
     base, nb = statistics.median(times["unshared (TRL)"]), statistics.median(nograd["unshared (TRL)"])
-    print(f"  {'':18s} {'update (fwd+bwd)':>22s} {'no-grad log-probs':>22s}   (ratio: TRL / mode)")
+    print(f"  {'':30s} {'update (fwd+bwd)':>22s} {'no-grad log-probs':>22s}   (ratio: TRL / mode)")
     for mode in modes:
         up, ng = statistics.median(times[mode]), statistics.median(nograd[mode])
         mark = (
             " (default)"
-            if mode.startswith("shared") and modes[mode][1:] == (default_runs, default_head)
+            if mode.startswith("shared") and modes[mode][1:] == (default_runs, default_head, False)
             else ""
         )
-        print(f"  {mode:18s} {up:9.3f}s  {base / up:5.2f}x    {ng:9.3f}s  {nb / ng:5.2f}x{mark}")
+        print(f"  {mode:30s} {up:9.3f}s  {base / up:5.2f}x    {ng:9.3f}s  {nb / ng:5.2f}x{mark}")
     flop = update_flop(trainer.model.config, batch, n)
     default_mode = next(
-        m for m in modes if modes[m][1:] == (default_runs, default_head) and m != "unshared (TRL)"
+        m for m in modes if modes[m][1:] == (default_runs, default_head, False) and m != "unshared (TRL)"
     )
     up = statistics.median(times[default_mode])
     width = batch["completion_ids"].shape[1]
