@@ -252,18 +252,14 @@ def main() -> None:
     print(f"max |grad difference| shared vs unshared: {diff:.2e}")
     base, nb = statistics.median(times["unshared (TRL)"]), statistics.median(nograd["unshared (TRL)"])
     print(f"  {'':30s} {'update (fwd+bwd)':>22s} {'no-grad log-probs':>22s}   (ratio: TRL / mode)")
-    for mode in modes:
-        up, ng = statistics.median(times[mode]), statistics.median(nograd[mode])
-        mark = (
-            " (default)"
-            if mode.startswith("shared") and modes[mode][1:] == (default_runs, default_head, False)
-            else ""
-        )
-        print(f"  {mode:30s} {up:9.3f}s  {base / up:5.2f}x    {ng:9.3f}s  {nb / ng:5.2f}x{mark}")
-    flop = update_flop(trainer.model.config, batch, n)
     default_mode = next(
         m for m in modes if modes[m][1:] == (default_runs, default_head, False) and m != "unshared (TRL)"
     )
+    for mode in modes:
+        up, ng = statistics.median(times[mode]), statistics.median(nograd[mode])
+        mark = " (default)" if mode == default_mode else ""
+        print(f"  {mode:30s} {up:9.3f}s  {base / up:5.2f}x    {ng:9.3f}s  {nb / ng:5.2f}x{mark}")
+    flop = update_flop(trainer.model.config, batch, n)
     up = statistics.median(times[default_mode])
     width = batch["completion_ids"].shape[1]
     call_rows = -(-rows // default_runs) * width  # one length run of pass 2 at the full width
