@@ -47,6 +47,7 @@ __all__ = [
     "MARKERS",
     "STAGES",
     "Job",
+    "benchmark_seconds",
     "format_duration",
     "read_jobs",
     "render",
@@ -113,14 +114,18 @@ def read_jobs(results: Path) -> list[Job]:
     files = sorted(results.glob(f"{_below_results(P.BENCH)}/**/*.tsv"))
     files += sorted(results.glob(f"seed*/{_below_seed(P.benchmarks(0))}/**/*.tsv"))
     for f in files:
-        with f.open(newline="") as fh:
-            rows = list(csv.DictReader(fh, delimiter="\t"))
-        if not rows or "s" not in rows[0]:
-            raise ValueError(f"{f}: not a Snakemake benchmark file (no 's' column)")
-        seconds = sum(float(r["s"]) for r in rows) / len(rows)  # repeats: their mean
         rel = f.relative_to(results).as_posix()
-        jobs.append(Job(rel, stage_of(rel), seconds, f.stat().st_mtime))
+        jobs.append(Job(rel, stage_of(rel), benchmark_seconds(f), f.stat().st_mtime))
     return jobs
+
+
+def benchmark_seconds(path: Path) -> float:
+    """A Snakemake benchmark file's seconds: its ``s`` column (repeats: their mean)."""
+    with path.open(newline="") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    if not rows or "s" not in rows[0]:
+        raise ValueError(f"{path}: not a Snakemake benchmark file (no 's' column)")
+    return sum(float(r["s"]) for r in rows) / len(rows)
 
 
 def wall_seconds(jobs: Sequence[Job]) -> float | None:

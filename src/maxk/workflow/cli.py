@@ -1,5 +1,7 @@
 """``maxk provenance``: record the environment of a run (used by the ``environment`` rule);
-``maxk job-server``: warm job starts for a local run (``maxk.workflow.jobserver``)."""
+``maxk job-server``: warm job starts for a local run (``maxk.workflow.jobserver``);
+``maxk wall-time``: a DAG's wall time on more or fewer cores, projected from a run's job times
+(``maxk.workflow.walltime``)."""
 
 from __future__ import annotations
 
@@ -31,11 +33,47 @@ def register(sub: argparse._SubParsersAction) -> None:
     j.add_argument("--workdir", help="the run's working directory (named in the command line, for `ps`)")
     j.set_defaults(handler=_job_server)
 
+    w = sub.add_parser(
+        "wall-time",
+        help="project a DAG's wall time on N cores from the job times a run measured",
+        description=(
+            "Read a dry run's jobs (`snakemake -n --forceall [your config options] > plan.txt`) and each "
+            "job's seconds from its benchmark file, then print, for each number of cores, the wall time "
+            "of a greedy schedule of the DAG (Snakemake's order: priority, then longest remaining chain) "
+            "and its two lower bounds (summed job time over the cores; the critical path), and the "
+            "critical path's jobs. A projection: each job is assumed to take what it took in the run."
+        ),
+    )
+    w.add_argument("plan", help="the dry run's output (a file, or - for standard input)")
+    w.add_argument(
+        "--root", default=".", help="the directory the plan's paths are relative to (default: the current)"
+    )
+    w.add_argument(
+        "--cores", type=int, nargs="+", default=[2, 4, 8, 16], help="numbers of cores (default: 2 4 8 16)"
+    )
+    w.add_argument(
+        "--times-seed",
+        type=int,
+        help="read every seed's job times from this seed's benchmark files (e.g. one run on an idle machine)",
+    )
+    w.set_defaults(handler=_wall_time)
+
 
 def _job_server(args: argparse.Namespace) -> int:
     from maxk.workflow.jobserver import serve
 
     return serve(args.socket, parent=args.parent)
+
+
+def _wall_time(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from maxk.workflow.walltime import render
+
+    text = sys.stdin.read() if args.plan == "-" else Path(args.plan).read_text()
+    print(render(text, Path(args.root), args.cores, times_seed=args.times_seed))
+    return 0
 
 
 def _provenance(args: argparse.Namespace) -> int:

@@ -1,0 +1,316 @@
+"""A DAG's wall time on ``c`` cores, projected from the job times a run measured.
+
+Snakemake's dry run (``snakemake -n --forceall ...``) prints every job of a DAG with its inputs,
+outputs, benchmark file, threads and priority; a results tree holds each job's measured seconds in
+that benchmark file. From the two this module computes, for any number of cores:
+
+- two lower bounds: the summed job time (thread-seconds) over the cores, and the critical path (the
+  longest chain of dependent jobs, each at its measured time);
+- a projection: the DAG list-scheduled greedily as Snakemake's local scheduler runs it (at each job's
+  end, the ready jobs by priority, then longest remaining chain, each started while its threads fit;
+  a job asking more threads than there are cores gets them all, as ``--cores`` caps it).
+
+Each job is assumed to take on ``c`` cores what it took in the measured run (one-thread jobs do not slow
+one another down): a projection, not a measurement. ``--times-seed`` reads every seed's job time from
+one seed's files (e.g. a seed that ran alone on an idle machine), so a DAG of more seeds than the tree
+ran can be projected from the one it did.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from maxk.readme import benchmark_seconds, format_duration
+
+__all__ = [
+    "Job",
+    "Projection",
+    "critical_path",
+    "dependencies",
+    "job_seconds",
+    "parse_dry_run",
+    "project",
+    "render",
+    "schedule",
+]
+
+_SEED = re.compile(r"(?<![^/])seed\d+(?=/)")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of a dry run: its id, rule, files, benchmark file (None where the rule has none),
+    threads and priority."""
+
+    jobid: int
+    rule: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    benchmark: str | None
+    threads: int = 1
+    priority: int = 0
+
+    def label(self) -> str:
+        """The rule and, where it has one, its benchmark file: what a reader recognises."""
+        return f"{self.rule} ({self.benchmark})" if self.benchmark else self.rule
+
+
+def _files(value: str) -> tuple[str, ...]:
+    return tuple(f.strip() for f in value.split(",") if f.strip())
+
+
+def parse_dry_run(text: str) -> list[Job]:
+    """The jobs of ``snakemake -n`` output: each ``rule NAME:`` block's ``input``, ``output``,
+    ``benchmark``, ``jobid``, ``threads`` (1 when absent) and ``priority`` (0 when absent).
+
+    Raises ``ValueError`` naming the block when a job has no ``jobid``, and when no job is found."""
+    jobs: list[Job] = []
+    block: dict[str, str] | None = None
+    rule = ""
+    start = 0
+
+    def close() -> None:
+        if block is None:
+            return
+        if "jobid" not in block:
+            raise ValueError(f"dry run, line {start}: rule {rule!r} has no jobid (not from `snakemake -n`?)")
+        jobs.append(
+            Job(
+                jobid=int(block["jobid"]),
+                rule=rule,
+                inputs=_files(block.get("input", "")),
+                outputs=_files(block.get("output", "")),
+                benchmark=block.get("benchmark") or None,
+                threads=int(block.get("threads", 1)),
+                priority=int(block.get("priority", 0)),
+            )
+        )
+
+    for number, line in enumerate(text.splitlines(), 1):
+        head = re.fullmatch(r"(?:local)?rule (\w+):", line.strip()) if not line.startswith(" ") else None
+        if head:
+            close()
+            block, rule, start = {}, head[1], number
+        elif block is not None and line.startswith("    "):
+            key, sep, value = line.strip().partition(": ")
+            if sep and key in {"input", "output", "benchmark", "jobid", "threads", "priority"}:
+                block[key] = value.strip()
+        elif block is not None and not line.startswith(" "):
+            close()
+            block = None
+    close()
+    if not jobs:
+        raise ValueError("dry run: no job found (run `snakemake -n --forceall ...` and pass its output)")
+    return jobs
+
+
+def dependencies(jobs: Sequence[Job]) -> dict[int, set[int]]:
+    """Each job's upstream jobs: those with an output equal to one of its inputs or to a folder
+    above one (a directory output)."""
+    made = {out: j.jobid for j in jobs for out in j.outputs}
+    deps: dict[int, set[int]] = {j.jobid: set() for j in jobs}
+    for j in jobs:
+        for f in j.inputs:
+            path = PurePosixPath(f)
+            for candidate in (path, *path.parents):
+                up = made.get(candidate.as_posix())
+                if up is not None and up != j.jobid:
+                    deps[j.jobid].add(up)
+                    break
+    return deps
+
+
+def job_seconds(
+    jobs: Sequence[Job],
+    root: Path,
+    *,
+    times_seed: int | None = None,
+    read: Callable[[Path], float] = benchmark_seconds,
+) -> tuple[dict[int, float], list[Job]]:
+    """Each job's measured seconds, from its benchmark file under ``root`` (the directory the dry
+    run's paths are relative to), and the jobs with a benchmark but no time.
+
+    With ``times_seed``, a path's ``seed{N}`` is read as ``seed{times_seed}``. A job whose own file is
+    missing takes the median of the same file in the seeds that have it; a job with no benchmark (the
+    ``all`` target) takes 0."""
+    seeds = sorted({int(m[0][4:]) for j in jobs if j.benchmark for m in [_SEED.search(j.benchmark)] if m})
+    seconds: dict[int, float] = {}
+    missing: list[Job] = []
+    for j in jobs:
+        if not j.benchmark:
+            seconds[j.jobid] = 0.0
+            continue
+        path = j.benchmark if times_seed is None else _SEED.sub(f"seed{times_seed}", j.benchmark)
+        if (root / path).is_file():
+            seconds[j.jobid] = read(root / path)
+            continue
+        others = [_SEED.sub(f"seed{s}", j.benchmark) for s in seeds] if _SEED.search(j.benchmark) else []
+        found = [read(root / p) for p in others if (root / p).is_file()]
+        if found:
+            seconds[j.jobid] = statistics.median(found)
+        else:
+            missing.append(j)
+    return seconds, missing
+
+
+def _tails(deps: Mapping[int, set[int]], seconds: Mapping[int, float]) -> dict[int, float]:
+    """Each job's longest chain to the DAG's end, its own seconds included."""
+    down: dict[int, list[int]] = {j: [] for j in deps}
+    for j, ups in deps.items():
+        for u in ups:
+            down[u].append(j)
+    tail: dict[int, float] = {}
+    for j in _topological(deps)[::-1]:
+        tail[j] = seconds[j] + max((tail[d] for d in down[j]), default=0.0)
+    return tail
+
+
+def _topological(deps: Mapping[int, set[int]]) -> list[int]:
+    """The job ids upstream first (ties by id); ``ValueError`` on a cycle."""
+    indegree = {j: len(ups) for j, ups in deps.items()}
+    down: dict[int, list[int]] = {j: [] for j in deps}
+    for j, ups in deps.items():
+        for u in ups:
+            down[u].append(j)
+    ready = sorted(j for j, n in indegree.items() if n == 0)
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        j = heapq.heappop(ready)
+        order.append(j)
+        for d in down[j]:
+            indegree[d] -= 1
+            if indegree[d] == 0:
+                heapq.heappush(ready, d)
+    if len(order) != len(deps):
+        raise ValueError("the dry run's jobs form a cycle")
+    return order
+
+
+def critical_path(deps: Mapping[int, set[int]], seconds: Mapping[int, float]) -> tuple[float, list[int]]:
+    """The longest chain of dependent jobs: its seconds and its job ids, first job first."""
+    tail = _tails(deps, seconds)
+    down: dict[int, list[int]] = {j: [] for j in deps}
+    for j, ups in deps.items():
+        for u in ups:
+            down[u].append(j)
+    roots = [j for j, ups in deps.items() if not ups]
+    if not roots:
+        return 0.0, []
+    j = max(roots, key=lambda r: (tail[r], -r))
+    chain = [j]
+    while down[j]:
+        j = max(down[j], key=lambda d: (tail[d], -d))
+        chain.append(j)
+    return tail[chain[0]], chain
+
+
+def schedule(
+    deps: Mapping[int, set[int]],
+    seconds: Mapping[int, float],
+    threads: Mapping[int, int],
+    priority: Mapping[int, int],
+    cores: int,
+) -> float:
+    """The wall seconds of a greedy list schedule on ``cores`` cores: whenever jobs end, the ready jobs
+    in order of priority (high first), then longest remaining chain, then id, each started while its
+    threads (capped at ``cores``) fit in the free cores."""
+    if cores < 1:
+        raise ValueError(f"cores must be at least 1, not {cores}")
+    tail = _tails(deps, seconds)
+    waiting = {j: len(ups) for j, ups in deps.items()}
+    down: dict[int, list[int]] = {j: [] for j in deps}
+    for j, ups in deps.items():
+        for u in ups:
+            down[u].append(j)
+    ready = [j for j, n in waiting.items() if n == 0]
+    running: list[tuple[float, int]] = []
+    free, now, done = cores, 0.0, 0
+    while ready or running:
+        ready.sort(key=lambda j: (-priority.get(j, 0), -tail[j], j))
+        for j in list(ready):
+            need = min(threads.get(j, 1), cores)
+            if need <= free:
+                free -= need
+                ready.remove(j)
+                heapq.heappush(running, (now + seconds[j], j))
+        if not running:
+            raise ValueError("no job can start: the dry run's jobs form a cycle")
+        now, j = heapq.heappop(running)
+        ended = [j]
+        while running and running[0][0] == now:
+            ended.append(heapq.heappop(running)[1])
+        for j in ended:
+            done += 1
+            free += min(threads.get(j, 1), cores)
+            for d in down[j]:
+                waiting[d] -= 1
+                if waiting[d] == 0:
+                    ready.append(d)
+    if done != len(deps):
+        raise ValueError("not every job ran: the dry run's jobs form a cycle")
+    return now
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One number of cores: the projected wall seconds and its two lower bounds."""
+
+    cores: int
+    wall: float
+    work_bound: float
+    path_bound: float
+
+
+def project(jobs: Sequence[Job], seconds: Mapping[int, float], cores: Iterable[int]) -> list[Projection]:
+    """The projection and the lower bounds for each number of ``cores``."""
+    deps = dependencies(jobs)
+    threads = {j.jobid: j.threads for j in jobs}
+    priority = {j.jobid: j.priority for j in jobs}
+    path, _ = critical_path(deps, seconds)
+    out = []
+    for c in cores:
+        work = sum(seconds[j.jobid] * min(j.threads, c) for j in jobs) / c
+        out.append(Projection(c, schedule(deps, seconds, threads, priority, c), work, path))
+    return out
+
+
+def render(text: str, root: Path, cores: Iterable[int], *, times_seed: int | None = None) -> str:
+    """The Markdown report of ``maxk wall-time``: a row per number of cores, then the summed job time
+    and the critical path's jobs. ``ValueError`` lists the jobs that have a benchmark but no time."""
+    jobs = parse_dry_run(text)
+    seconds, missing = job_seconds(jobs, root, times_seed=times_seed)
+    if missing:
+        shown = "\n".join(f"  {j.label()}" for j in missing[:10])
+        more = f"\n  ... and {len(missing) - 10} more" if len(missing) > 10 else ""
+        raise ValueError(
+            f"{len(missing)} of {len(jobs)} jobs have no benchmark file under {root} (in no seed):\n"
+            f"{shown}{more}\nrun the DAG first, or pass --times-seed with a seed that ran"
+        )
+    rows = [
+        "| cores | projected wall | bound: job time / cores | bound: critical path |",
+        "|---:|---:|---:|---:|",
+    ]
+    for p in project(jobs, seconds, cores):
+        rows.append(
+            f"| {p.cores} | {format_duration(p.wall)} | {format_duration(p.work_bound)} "
+            f"| {format_duration(p.path_bound)} |"
+        )
+    by_id = {j.jobid: j for j in jobs}
+    total, chain = critical_path(dependencies(jobs), seconds)
+    source = f"seed {times_seed}'s benchmark files" if times_seed is not None else "each job's benchmark file"
+    lines = [
+        *rows,
+        "",
+        f"{len(jobs)} jobs, {format_duration(sum(seconds.values()))} of job time (from {source} under "
+        f"{root}). A projection: each job takes what it took in the measured run.",
+        "",
+        f"Critical path ({format_duration(total)}):",
+        *(f"- {format_duration(seconds[j])}: {by_id[j].label()}" for j in chain if seconds[j] > 0),
+    ]
+    return "\n".join(lines)

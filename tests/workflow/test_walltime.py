@@ -1,0 +1,236 @@
+"""`maxk wall-time`: a dry run's DAG list-scheduled on N cores from measured job times
+(maxk.workflow.walltime), checked against hand-worked schedules, an exhaustive search on small DAGs,
+Graham's bound, and Snakemake's own dry run of the default."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from guard import HANG_GUARD_S
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from maxk.workflow.walltime import (
+    critical_path,
+    dependencies,
+    job_seconds,
+    parse_dry_run,
+    project,
+    render,
+    schedule,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Snakemake 9's dry-run layout: a timestamp line, then each job's block (threads and priority only where
+#: they differ from 1 and 0); the `all` target is a localrule with no benchmark.
+PLAN = """\
+Building DAG of jobs...
+Job stats:
+job      count
+-----  -------
+all          1
+data         1
+train        2
+total        4
+
+[Mon Nov 30 23:14:14 2026]
+rule data:
+    input: raw/a.txt
+    output: results/data/a.jsonl.gz
+    log: results/logs/data.log
+    jobid: 3
+    benchmark: results/benchmarks/data/a.tsv
+    reason: Forced execution
+    resources: tmpdir=/tmp, runtime=30
+[Mon Nov 30 23:14:14 2026]
+rule train:
+    input: results/data/a.jsonl.gz, models/base
+    output: results/seed1/models/long, results/seed1/metrics/train/long.csv
+    jobid: 1
+    benchmark: results/seed1/benchmarks/train/long.tsv
+    reason: Forced execution
+    wildcards: seed=1, run=long
+    threads: 2
+    priority: 5
+    resources: tmpdir=/tmp, runtime=20
+[Mon Nov 30 23:14:14 2026]
+rule train:
+    input: results/data/a.jsonl.gz, results/seed1/models/long/model.safetensors
+    output: results/seed2/models/short
+    jobid: 2
+    benchmark: results/seed2/benchmarks/train/short.tsv
+    reason: Forced execution
+[Mon Nov 30 23:14:14 2026]
+localrule all:
+    input: results/seed1/metrics/train/long.csv, results/seed2/models/short
+    jobid: 0
+    reason: Forced execution
+Job stats:
+job      count
+-----  -------
+all          1
+total        4
+
+This was a dry-run (flag -n). The order of jobs does not reflect the order of execution.
+"""
+
+
+def _bench(root: Path, rel: str, *seconds: float) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = "".join(f"{s}\t0:00:00\t1\n" for s in seconds)
+    path.write_text("s\th:m:s\tmax_rss\n" + rows)
+
+
+def test_parse_reads_each_block_with_its_defaults():
+    jobs = {j.jobid: j for j in parse_dry_run(PLAN)}
+    assert sorted(jobs) == [0, 1, 2, 3]
+    assert jobs[1].rule == "train" and jobs[1].threads == 2 and jobs[1].priority == 5
+    assert jobs[1].inputs == ("results/data/a.jsonl.gz", "models/base")
+    assert jobs[1].outputs == ("results/seed1/models/long", "results/seed1/metrics/train/long.csv")
+    assert jobs[2].threads == 1 and jobs[2].priority == 0
+    assert jobs[0].rule == "all" and jobs[0].benchmark is None and jobs[0].outputs == ()
+    assert jobs[3].benchmark == "results/benchmarks/data/a.tsv"
+
+
+def test_parse_refuses_text_without_jobs_and_blocks_without_ids():
+    with pytest.raises(ValueError, match="no job found"):
+        parse_dry_run("Building DAG of jobs...\nNothing to be done.\n")
+    with pytest.raises(ValueError, match="line 1: rule 'x' has no jobid"):
+        parse_dry_run("rule x:\n    input: a\n    output: b\n")
+
+
+def test_dependencies_match_files_and_folders_above_them():
+    deps = dependencies(parse_dry_run(PLAN))
+    assert deps == {3: set(), 1: {3}, 2: {3, 1}, 0: {1, 2}}  # 2 reads a file inside 1's output folder
+
+
+def test_job_seconds_read_each_file_fall_back_on_other_seeds_and_list_the_missing(tmp_path):
+    jobs = parse_dry_run(PLAN)
+    _bench(tmp_path, "results/benchmarks/data/a.tsv", 4.0)
+    _bench(tmp_path, "results/seed1/benchmarks/train/long.tsv", 10.0, 20.0)  # repeats: their mean
+    seconds, missing = job_seconds(jobs, tmp_path)
+    assert seconds == {0: 0.0, 1: 15.0, 3: 4.0} and [j.jobid for j in missing] == [2]
+    _bench(tmp_path, "results/seed1/benchmarks/train/short.tsv", 7.0)  # seed 2's file: seed 1's
+    seconds, missing = job_seconds(jobs, tmp_path)
+    assert seconds[2] == 7.0 and not missing
+    _bench(tmp_path, "results/seed2/benchmarks/train/long.tsv", 99.0)
+    assert job_seconds(jobs, tmp_path, times_seed=1)[0][1] == 15.0  # every seed read from seed 1
+    assert job_seconds(jobs, tmp_path, times_seed=2)[0][1] == 99.0
+    assert job_seconds(jobs, tmp_path)[0][2] == 7.0  # its own file first
+
+
+def test_a_hand_worked_schedule():
+    # a(3), b(2), c(2) independent, d(1) after a and b.
+    deps = {1: set(), 2: set(), 3: set(), 4: {1, 2}}
+    sec = {1: 3.0, 2: 2.0, 3: 2.0, 4: 1.0}
+    ones = dict.fromkeys(deps, 1)
+    assert schedule(deps, sec, ones, {}, 2) == 4.0  # longest chain first: a | b, c; d at 3
+    pri = {3: 1}  # c first: c, a | b at 2; d at 4
+    assert schedule(deps, sec, ones, pri, 2) == 5.0
+    assert schedule(deps, sec, ones, pri, 1) == 8.0
+    assert schedule(deps, sec, ones, pri, 3) == 4.0  # the critical path a -> d
+    assert critical_path(deps, sec) == (4.0, [1, 4])
+    two = {**ones, 1: 2}  # a asks two threads: c, b | a at 2, alone | d at 5
+    assert schedule(deps, sec, two, pri, 2) == 6.0
+    assert schedule(deps, sec, two, pri, 1) == 8.0  # capped at the one core, as --cores caps it
+
+
+def _brute_force_greedy(deps, sec, cores):
+    """Every job-to-start order a greedy list scheduler could take on one-thread jobs: the best and
+    worst of them bound any list schedule's wall time."""
+    walls = []
+    for order in itertools.permutations(sorted(deps)):
+        rank = {j: i for i, j in enumerate(order)}
+        walls.append(schedule(deps, sec, dict.fromkeys(deps, 1), {j: -rank[j] for j in deps}, cores))
+    return min(walls), max(walls)
+
+
+@st.composite
+def _dags(draw):
+    n = draw(st.integers(1, 6))
+    deps = {j: set(draw(st.sets(st.integers(0, j - 1), max_size=j)) if j else set()) for j in range(n)}
+    sec = {j: float(draw(st.integers(0, 9))) for j in range(n)}
+    return deps, sec
+
+
+@settings(max_examples=60, deadline=None)
+@given(_dags(), st.integers(1, 4))
+def test_the_schedule_lies_between_its_bounds_and_among_the_list_schedules(dag, cores):
+    deps, sec = dag
+    wall = schedule(deps, sec, dict.fromkeys(deps, 1), {}, cores)
+    path, chain = critical_path(deps, sec)
+    work = sum(sec.values()) / cores
+    assert max(work, path) - 1e-9 <= wall <= work + path + 1e-9  # Graham: no idle core while work waits
+    assert sum(sec[j] for j in chain) == path
+    assert all(a in deps[b] for a, b in itertools.pairwise(chain))
+    best, worst = _brute_force_greedy(deps, sec, cores)
+    assert best <= wall <= worst
+    assert schedule(deps, sec, dict.fromkeys(deps, 1), {}, len(deps)) == path  # a core per job
+
+
+def test_project_and_render(tmp_path):
+    for rel, s in [
+        ("results/benchmarks/data/a.tsv", 4.0),
+        ("results/seed1/benchmarks/train/long.tsv", 10.0),
+        ("results/seed2/benchmarks/train/short.tsv", 6.0),
+    ]:
+        _bench(tmp_path, rel, s)
+    jobs = parse_dry_run(PLAN)
+    seconds, _ = job_seconds(jobs, tmp_path)
+    (one, two) = project(jobs, seconds, [1, 2])
+    assert (one.wall, one.work_bound, one.path_bound) == (20.0, 20.0, 20.0)
+    assert (two.wall, two.work_bound) == (20.0, (4.0 + 2 * 10.0 + 6.0) / 2)
+    text = render(PLAN, tmp_path, [2])
+    assert "| 2 | 20 s | 15 s | 20 s |" in text
+    assert "- 10 s: train (results/seed1/benchmarks/train/long.tsv)" in text
+    (tmp_path / "results/seed2/benchmarks/train/short.tsv").unlink()
+    (tmp_path / "results/seed1/benchmarks/train/long.tsv").unlink()
+    with pytest.raises(ValueError, match=r"2 of 4 jobs have no benchmark file.*\n  train \(results/seed1"):
+        render(PLAN, tmp_path, [2])
+
+
+def test_the_cli_reads_a_plan_from_standard_input(tmp_path):
+    _bench(tmp_path, "results/benchmarks/data/a.tsv", 4.0)
+    _bench(tmp_path, "results/seed1/benchmarks/train/long.tsv", 10.0)
+    _bench(tmp_path, "results/seed1/benchmarks/train/short.tsv", 6.0)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    res = subprocess.run(
+        [sys.executable, "-m", "maxk", "wall-time", "-", "--root", str(tmp_path), "--cores", "1", "4"],
+        input=PLAN, capture_output=True, text=True, env=env, timeout=HANG_GUARD_S,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "| 1 | 20 s |" in res.stdout and "| 4 | 20 s |" in res.stdout
+
+
+def test_snakemake_s_own_dry_run_of_the_default_parses_into_one_dag():
+    """Pins the parser to the installed Snakemake: every job of the default's dry run, its count as
+    Snakemake counts it, a benchmark for every job but `all`, and one acyclic DAG ending in `all`."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    res = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores", "2"],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=HANG_GUARD_S,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    out = res.stdout + res.stderr
+    total = int(re.search(r"^total\s+(\d+)$", out, flags=re.M)[1])
+    jobs = parse_dry_run(out)
+    assert len(jobs) == total and len({j.jobid for j in jobs}) == total
+    assert [j.rule for j in jobs if not j.benchmark] == ["all"]
+    deps = dependencies(jobs)
+    sinks = {j.jobid for j in jobs} - {u for ups in deps.values() for u in ups}
+    assert [j.rule for j in jobs if j.jobid in sinks] == ["all"]
+    by_id = {j.jobid: j for j in jobs}
+    trained = [j for j in jobs if j.rule == "generate_shard" and "/base" not in j.benchmark]
+    assert trained and all(any(by_id[u].rule == "train" for u in deps[j.jobid]) for j in trained)
+    threads = {j.jobid: j.threads for j in jobs}
+    ones = dict.fromkeys(deps, 1.0)
+    assert schedule(deps, ones, threads, {}, 2) >= critical_path(deps, ones)[0] > 5
+    assert any(j.threads == 2 for j in jobs) and any(j.priority > 0 for j in jobs)
