@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "wall-time",
         help="project a DAG's wall time on N cores from the job times a run measured",
         description=(
-            "Read a dry run's jobs (`snakemake -n --forceall [your config options] > plan.txt`) and each "
+            "Read a dry run's jobs (`snakemake -n --forceall --cores all [your config options] > plan.txt`, "
+            "with the measured run's --cores: Snakemake prints each job's threads capped at them) and each "
             "job's seconds from its benchmark file, then print, for each number of cores, the wall time "
             "of a greedy schedule of the DAG (Snakemake's order: priority, then longest remaining chain) "
             "and its two lower bounds (summed job time over the cores; the critical path), and the "

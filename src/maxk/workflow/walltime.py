@@ -1,8 +1,9 @@
 """A DAG's wall time on ``c`` cores, projected from the job times a run measured.
 
-Snakemake's dry run (``snakemake -n --forceall ...``) prints every job of a DAG with its inputs,
-outputs, benchmark file, threads and priority; a results tree holds each job's measured seconds in
-that benchmark file. From the two this module computes, for any number of cores:
+Snakemake's dry run (``snakemake -n --forceall --cores all ...``) prints every job of a DAG with its
+inputs, outputs, benchmark file, threads and priority (the threads capped at ``--cores``: give the
+measured run's); a results tree holds each job's measured seconds in that benchmark file. From the
+two this module computes, for any number of cores:
 
 - two lower bounds: the summed job time (thread-seconds) over the cores, and the critical path (the
   longest chain of dependent jobs, each at its measured time);
