@@ -17,8 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from maxk.workflow.walltime import (
+    Job,
     critical_path,
     dependencies,
+    fewest_cores,
     job_seconds,
     parse_dry_run,
     project,
@@ -143,6 +145,17 @@ def test_a_hand_worked_schedule():
     assert schedule(deps, sec, two, pri, 1) == 8.0  # capped at the one core, as --cores caps it
 
 
+def test_the_fewest_cores_within_a_budget():
+    def job(i, threads=1, *ups):
+        return Job(i, "r", tuple(f"o{u}" for u in ups), (f"o{i}",), f"b{i}", threads)
+
+    jobs = [job(1), job(2), job(3), job(4, 1, 1, 2)]  # the hand-worked DAG above
+    sec = {1: 3.0, 2: 2.0, 3: 2.0, 4: 1.0}
+    assert [fewest_cores(jobs, sec, b) for b in (8.0, 7.9, 4.0, 3.9)] == [1, 2, 2, None]
+    wide = [job(1, 2), job(2, 2)]  # two two-thread jobs: one core each is not enough for both at once
+    assert fewest_cores(wide, {1: 5.0, 2: 5.0}, 5.0) == 4 and fewest_cores(wide, {1: 5.0, 2: 5.0}, 10.0) == 1
+
+
 def _brute_force_greedy(deps, sec, cores):
     """Every job-to-start order a greedy list scheduler could take on one-thread jobs: the best and
     worst of them bound any list schedule's wall time."""
@@ -191,6 +204,8 @@ def test_project_and_render(tmp_path):
     text = render(PLAN, tmp_path, [2])
     assert "| 2 | 20 s | 15 s | 20 s |" in text
     assert "- 10 s: train (results/seed1/benchmarks/train/long.tsv)" in text
+    assert "Within 20 s: 1 core at the fewest." in render(PLAN, tmp_path, [2], within=20.0)
+    assert "on no number of cores" in render(PLAN, tmp_path, [2], within=19.0)
     (tmp_path / "results/seed2/benchmarks/train/short.tsv").unlink()
     (tmp_path / "results/seed1/benchmarks/train/long.tsv").unlink()
     with pytest.raises(ValueError, match=r"2 of 4 jobs have no benchmark file.*\n  train \(results/seed1"):

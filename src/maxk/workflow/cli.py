@@ -57,6 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         help="read every seed's job times from this seed's benchmark files (e.g. one run on an idle machine)",
     )
+    w.add_argument(
+        "--within",
+        type=float,
+        metavar="MINUTES",
+        help="also print the fewest cores whose projected wall time is within this many minutes",
+    )
     w.set_defaults(handler=_wall_time)
 
 
@@ -73,7 +79,8 @@ def _wall_time(args: argparse.Namespace) -> int:
     from maxk.workflow.walltime import render
 
     text = sys.stdin.read() if args.plan == "-" else Path(args.plan).read_text()
-    print(render(text, Path(args.root), args.cores, times_seed=args.times_seed))
+    within = None if args.within is None else 60.0 * args.within
+    print(render(text, Path(args.root), args.cores, times_seed=args.times_seed, within=within))
     return 0
 
 

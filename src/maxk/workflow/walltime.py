@@ -33,6 +33,7 @@ __all__ = [
     "Projection",
     "critical_path",
     "dependencies",
+    "fewest_cores",
     "job_seconds",
     "parse_dry_run",
     "project",
@@ -281,9 +282,33 @@ def project(jobs: Sequence[Job], seconds: Mapping[int, float], cores: Iterable[i
     return out
 
 
-def render(text: str, root: Path, cores: Iterable[int], *, times_seed: int | None = None) -> str:
-    """The Markdown report of ``maxk wall-time``: a row per number of cores, then the summed job time
-    and the critical path's jobs. ``ValueError`` lists the jobs that have a benchmark but no time."""
+def fewest_cores(jobs: Sequence[Job], seconds: Mapping[int, float], budget: float) -> int | None:
+    """The fewest cores on which the projected wall time is within ``budget`` seconds; None where the
+    critical path alone exceeds it. (A greedy schedule can be slower on more cores, Graham's anomaly, so
+    this is a search from one core up, not a bisection; at the summed threads of all jobs every job
+    starts when it is ready, so the search ends.)"""
+    deps = dependencies(jobs)
+    if critical_path(deps, seconds)[0] > budget:
+        return None
+    threads = {j.jobid: j.threads for j in jobs}
+    priority = {j.jobid: j.priority for j in jobs}
+    for c in range(1, sum(threads.values()) + 1):
+        if schedule(deps, seconds, threads, priority, c) <= budget:
+            return c
+    raise AssertionError("unreachable: with a core per thread the wall time is the critical path")
+
+
+def render(
+    text: str,
+    root: Path,
+    cores: Iterable[int],
+    *,
+    times_seed: int | None = None,
+    within: float | None = None,
+) -> str:
+    """The Markdown report of ``maxk wall-time``: a row per number of cores, then the summed job time,
+    with ``within`` (seconds) the fewest cores that fit it, and the critical path's jobs. ``ValueError``
+    lists the jobs that have a benchmark but no time."""
     jobs = parse_dry_run(text)
     seconds, missing = job_seconds(jobs, root, times_seed=times_seed)
     if missing:
@@ -311,6 +336,19 @@ def render(text: str, root: Path, cores: Iterable[int], *, times_seed: int | Non
         f"{len(jobs)} jobs, {format_duration(sum(seconds.values()))} of job time (from {source} under "
         f"{root}). A projection: each job takes what it took in the measured run.",
         "",
+    ]
+    if within is not None:
+        fit = fewest_cores(jobs, seconds, within)
+        lines += [
+            f"Within {format_duration(within)}: "
+            + (
+                f"{fit} core{'s' * (fit > 1)} at the fewest."
+                if fit
+                else "on no number of cores (the critical path is longer)."
+            ),
+            "",
+        ]
+    lines += [
         f"Critical path ({format_duration(total)}):",
         *(f"- {format_duration(seconds[j])}: {by_id[j].label()}" for j in chain if seconds[j] > 0),
     ]
