@@ -206,6 +206,8 @@ def test_project_and_render(tmp_path):
     assert "- 10 s: train (results/seed1/benchmarks/train/long.tsv)" in text
     assert "Within 20 s: 1 core at the fewest." in render(PLAN, tmp_path, [2], within=20.0)
     assert "on no number of cores" in render(PLAN, tmp_path, [2], within=19.0)
+    with pytest.raises(ValueError, match="cores must be at least 1, not 0"):
+        render(PLAN, tmp_path, [2, 0])
     (tmp_path / "results/seed2/benchmarks/train/short.tsv").unlink()
     (tmp_path / "results/seed1/benchmarks/train/long.tsv").unlink()
     with pytest.raises(ValueError, match=r"2 of 4 jobs have no benchmark file.*\n  train \(results/seed1"):
@@ -223,6 +225,12 @@ def test_the_cli_reads_a_plan_from_standard_input(tmp_path):
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "| 1 | 20 s |" in res.stdout and "| 4 | 20 s |" in res.stdout
+    res = subprocess.run(
+        [sys.executable, "-m", "maxk", "wall-time", str(tmp_path / "none.txt")],
+        capture_output=True, text=True, env=env, timeout=HANG_GUARD_S,
+    )  # fmt: skip
+    assert res.returncode == 1 and "none.txt: cannot read the dry run" in res.stderr
+    assert "Traceback" not in res.stderr
 
 
 def test_snakemake_s_own_dry_run_of_the_default_parses_into_one_dag():

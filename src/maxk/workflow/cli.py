@@ -47,7 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     w.add_argument("plan", help="the dry run's output (a file, or - for standard input)")
     w.add_argument(
-        "--root", default=".", help="the directory the plan's paths are relative to (default: the current)"
+        "--root",
+        default=".",
+        help="the directory of the tree that ran the plan's config (the plan's paths are relative to it; "
+        "default: the current one)",
     )
     w.add_argument(
         "--cores", type=int, nargs="+", default=[2, 4, 8, 16], help="numbers of cores (default: 2 4 8 16)"
@@ -76,11 +79,18 @@ def _wall_time(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
+    from maxk.cli import UserError
     from maxk.workflow.walltime import render
 
-    text = sys.stdin.read() if args.plan == "-" else Path(args.plan).read_text()
+    try:
+        text = sys.stdin.read() if args.plan == "-" else Path(args.plan).read_text()
+    except OSError as exc:
+        raise UserError(f"{args.plan}: cannot read the dry run ({exc.strerror})") from None
     within = None if args.within is None else 60.0 * args.within
-    print(render(text, Path(args.root), args.cores, times_seed=args.times_seed, within=within))
+    try:
+        print(render(text, Path(args.root), args.cores, times_seed=args.times_seed, within=within))
+    except ValueError as exc:
+        raise UserError(f"{args.plan}: {exc}") from None
     return 0
 
 

@@ -271,6 +271,9 @@ class Projection:
 
 def project(jobs: Sequence[Job], seconds: Mapping[int, float], cores: Iterable[int]) -> list[Projection]:
     """The projection and the lower bounds for each number of ``cores``."""
+    cores = list(cores)
+    if any(c < 1 for c in cores):
+        raise ValueError(f"cores must be at least 1, not {min(cores)}")
     deps = dependencies(jobs)
     threads = {j.jobid: j.threads for j in jobs}
     priority = {j.jobid: j.priority for j in jobs}
