@@ -22,6 +22,7 @@ from maxk.workflow.walltime import (
     dependencies,
     fewest_cores,
     job_seconds,
+    measured_span,
     parse_dry_run,
     project,
     render,
@@ -127,6 +128,22 @@ def test_job_seconds_read_each_file_fall_back_on_other_seeds_and_list_the_missin
     assert job_seconds(jobs, tmp_path, times_seed=1)[0][1] == 15.0  # every seed read from seed 1
     assert job_seconds(jobs, tmp_path, times_seed=2)[0][1] == 99.0
     assert job_seconds(jobs, tmp_path)[0][2] == 7.0  # its own file first
+
+
+def test_the_measured_span_runs_from_the_first_start_to_the_last_end(tmp_path):
+    jobs = parse_dry_run(PLAN)
+    for rel, seconds, end in [
+        ("results/benchmarks/data/a.tsv", 4.0, 1000.0),
+        ("results/seed1/benchmarks/train/long.tsv", 10.0, 1012.0),
+    ]:
+        _bench(tmp_path, rel, seconds)
+        os.utime(tmp_path / rel, (end, end))
+    assert measured_span(jobs, tmp_path) is None  # seed 2's job has no file of its own: another run's plan
+    _bench(tmp_path, "results/seed2/benchmarks/train/short.tsv", 6.0)
+    os.utime(tmp_path / "results/seed2/benchmarks/train/short.tsv", (1020.0, 1020.0))
+    assert measured_span(jobs, tmp_path) == 1020.0 - (1000.0 - 4.0)
+    assert "Measured: the run of these jobs took 24 s" in render(PLAN, tmp_path, [2])
+    assert "Measured" not in render(PLAN, tmp_path, [2], times_seed=1)
 
 
 def test_a_hand_worked_schedule():

@@ -35,6 +35,7 @@ __all__ = [
     "dependencies",
     "fewest_cores",
     "job_seconds",
+    "measured_span",
     "parse_dry_run",
     "project",
     "render",
@@ -158,6 +159,23 @@ def job_seconds(
         else:
             missing.append(j)
     return seconds, missing
+
+
+def measured_span(jobs: Sequence[Job], root: Path) -> float | None:
+    """The wall seconds the measured run took over these jobs, from the first job's start to the last
+    job's end (a benchmark file is written at its job's end: its time less its seconds is the start);
+    None unless every job with a benchmark has its own file (its run ran this plan)."""
+    ends, starts = [], []
+    for j in jobs:
+        if not j.benchmark:
+            continue
+        path = root / j.benchmark
+        if not path.is_file():
+            return None
+        end = path.stat().st_mtime
+        ends.append(end)
+        starts.append(end - benchmark_seconds(path))
+    return max(ends) - min(starts) if ends else None
 
 
 def _tails(deps: Mapping[int, set[int]], seconds: Mapping[int, float]) -> dict[int, float]:
@@ -340,6 +358,13 @@ def render(
         f"{root}). A projection: each job takes what it took in the measured run.",
         "",
     ]
+    span = measured_span(jobs, root) if times_seed is None else None
+    if span is not None:
+        lines += [
+            f"Measured: the run of these jobs took {format_duration(span)}, first start to last end (on the "
+            "cores that run had).",
+            "",
+        ]
     if within is not None:
         fit = fewest_cores(jobs, seconds, within)
         lines += [
