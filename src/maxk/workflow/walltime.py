@@ -178,12 +178,18 @@ def measured_span(jobs: Sequence[Job], root: Path) -> float | None:
     return max(ends) - min(starts) if ends else None
 
 
+def _downstream(deps: Mapping[int, set[int]]) -> dict[int, list[int]]:
+    """Each job's downstream jobs (the reverse of ``deps``), in id order."""
+    down: dict[int, list[int]] = {j: [] for j in deps}
+    for j in sorted(deps):
+        for u in deps[j]:
+            down[u].append(j)
+    return down
+
+
 def _tails(deps: Mapping[int, set[int]], seconds: Mapping[int, float]) -> dict[int, float]:
     """Each job's longest chain to the DAG's end, its own seconds included."""
-    down: dict[int, list[int]] = {j: [] for j in deps}
-    for j, ups in deps.items():
-        for u in ups:
-            down[u].append(j)
+    down = _downstream(deps)
     tail: dict[int, float] = {}
     for j in _topological(deps)[::-1]:
         tail[j] = seconds[j] + max((tail[d] for d in down[j]), default=0.0)
@@ -193,10 +199,7 @@ def _tails(deps: Mapping[int, set[int]], seconds: Mapping[int, float]) -> dict[i
 def _topological(deps: Mapping[int, set[int]]) -> list[int]:
     """The job ids upstream first (ties by id); ``ValueError`` on a cycle."""
     indegree = {j: len(ups) for j, ups in deps.items()}
-    down: dict[int, list[int]] = {j: [] for j in deps}
-    for j, ups in deps.items():
-        for u in ups:
-            down[u].append(j)
+    down = _downstream(deps)
     ready = sorted(j for j, n in indegree.items() if n == 0)
     heapq.heapify(ready)
     order: list[int] = []
@@ -215,10 +218,7 @@ def _topological(deps: Mapping[int, set[int]]) -> list[int]:
 def critical_path(deps: Mapping[int, set[int]], seconds: Mapping[int, float]) -> tuple[float, list[int]]:
     """The longest chain of dependent jobs: its seconds and its job ids, first job first."""
     tail = _tails(deps, seconds)
-    down: dict[int, list[int]] = {j: [] for j in deps}
-    for j, ups in deps.items():
-        for u in ups:
-            down[u].append(j)
+    down = _downstream(deps)
     roots = [j for j, ups in deps.items() if not ups]
     if not roots:
         return 0.0, []
@@ -244,10 +244,7 @@ def schedule(
         raise ValueError(f"cores must be at least 1, not {cores}")
     tail = _tails(deps, seconds)
     waiting = {j: len(ups) for j, ups in deps.items()}
-    down: dict[int, list[int]] = {j: [] for j in deps}
-    for j, ups in deps.items():
-        for u in ups:
-            down[u].append(j)
+    down = _downstream(deps)
     ready = [j for j, n in waiting.items() if n == 0]
     running: list[tuple[float, int]] = []
     free, now, done = cores, 0.0, 0
