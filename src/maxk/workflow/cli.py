@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Read a dry run's jobs (`snakemake -n --forceall --cores all [your config options] > plan.txt`, "
             "with the measured run's --cores: Snakemake prints each job's threads capped at them) and each "
             "job's seconds from its benchmark file, then print, for each number of cores, the wall time "
-            "of a greedy schedule of the DAG (Snakemake's order: priority, then longest remaining chain) "
+            "of a greedy schedule of the DAG (priority, then longest remaining chain; a stand-in for "
+            "Snakemake's) "
             "and its two lower bounds (summed job time over the cores; the critical path), and the "
             "critical path's jobs. A projection: each job is assumed to take what it took in the run."
         ),

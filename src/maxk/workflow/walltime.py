@@ -7,9 +7,10 @@ two this module computes, for any number of cores:
 
 - two lower bounds: the summed job time (thread-seconds) over the cores, and the critical path (the
   longest chain of dependent jobs, each at its measured time);
-- a projection: the DAG list-scheduled greedily as Snakemake's local scheduler runs it (at each job's
-  end, the ready jobs by priority, then longest remaining chain, each started while its threads fit;
-  a job asking more threads than there are cores gets them all, as ``--cores`` caps it).
+- a projection: the DAG list-scheduled greedily, a stand-in for Snakemake's local scheduler, which also
+  starts ready jobs by priority while cores are free (here: at each job's end, the ready jobs by
+  priority, then longest remaining chain, each started while its threads fit; a job asking more threads
+  than there are cores gets them all, as ``--cores`` caps it).
 
 Each job is assumed to take on ``c`` cores what it took in the measured run (one-thread jobs do not slow
 one another down): a projection, not a measurement. ``--times-seed`` reads every seed's job time from
