@@ -169,7 +169,7 @@ def test_the_fewest_cores_within_a_budget():
     jobs = [job(1), job(2), job(3), job(4, 1, 1, 2)]  # the hand-worked DAG above
     sec = {1: 3.0, 2: 2.0, 3: 2.0, 4: 1.0}
     assert [fewest_cores(jobs, sec, b) for b in (8.0, 7.9, 4.0, 3.9)] == [1, 2, 2, None]
-    wide = [job(1, 2), job(2, 2)]  # two two-thread jobs: one core each is not enough for both at once
+    wide = [job(1, 2), job(2, 2)]  # two two-thread jobs: both at once need four cores
     assert fewest_cores(wide, {1: 5.0, 2: 5.0}, 5.0) == 4 and fewest_cores(wide, {1: 5.0, 2: 5.0}, 10.0) == 1
 
 
