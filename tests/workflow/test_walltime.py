@@ -138,10 +138,14 @@ def test_the_measured_span_runs_from_the_first_start_to_the_last_end(tmp_path):
     ]:
         _bench(tmp_path, rel, seconds)
         os.utime(tmp_path / rel, (end, end))
-    assert measured_span(jobs, tmp_path) is None  # seed 2's job has no file of its own: another run's plan
+    seconds, _ = job_seconds(jobs, tmp_path)
+    assert (
+        measured_span(jobs, tmp_path, seconds) is None
+    )  # seed 2's job has no file of its own: another run's plan
     _bench(tmp_path, "results/seed2/benchmarks/train/short.tsv", 6.0)
     os.utime(tmp_path / "results/seed2/benchmarks/train/short.tsv", (1020.0, 1020.0))
-    assert measured_span(jobs, tmp_path) == 1020.0 - (1000.0 - 4.0)
+    seconds, _ = job_seconds(jobs, tmp_path)
+    assert measured_span(jobs, tmp_path, seconds) == 1020.0 - (1000.0 - 4.0)
     assert "Measured: the run of these jobs took 24 s" in render(PLAN, tmp_path, [2])
     assert "Measured" not in render(PLAN, tmp_path, [2], times_seed=1)
 

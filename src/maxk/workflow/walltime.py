@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from maxk.readme import benchmark_seconds, format_duration
+from maxk.readme import Job as BenchmarkJob
+from maxk.readme import benchmark_seconds, format_duration, wall_seconds
 
 __all__ = [
     "Job",
@@ -162,21 +163,20 @@ def job_seconds(
     return seconds, missing
 
 
-def measured_span(jobs: Sequence[Job], root: Path) -> float | None:
-    """The wall seconds the measured run took over these jobs, from the first job's start to the last
-    job's end (a benchmark file is written at its job's end: its time less its seconds is the start);
-    None unless every job with a benchmark has its own file (its run ran this plan)."""
-    ends, starts = [], []
+def measured_span(jobs: Sequence[Job], root: Path, seconds: Mapping[int, float]) -> float | None:
+    """The wall seconds the measured run took over these jobs (``maxk.readme.wall_seconds``: the first
+    job's start to the last job's end, a benchmark file being written at its job's end), with each job's
+    ``seconds`` as ``job_seconds`` read them; None unless every job with a benchmark has its own file
+    (its run ran this plan)."""
+    records = []
     for j in jobs:
         if not j.benchmark:
             continue
         path = root / j.benchmark
         if not path.is_file():
             return None
-        end = path.stat().st_mtime
-        ends.append(end)
-        starts.append(end - benchmark_seconds(path))
-    return max(ends) - min(starts) if ends else None
+        records.append(BenchmarkJob(j.benchmark, "", seconds[j.jobid], path.stat().st_mtime))
+    return wall_seconds(records)
 
 
 def _downstream(deps: Mapping[int, set[int]]) -> dict[int, list[int]]:
@@ -356,7 +356,7 @@ def render(
         f"{root}). A projection: each job takes what it took in the measured run.",
         "",
     ]
-    span = measured_span(jobs, root) if times_seed is None else None
+    span = measured_span(jobs, root, seconds) if times_seed is None else None
     if span is not None:
         lines += [
             f"Measured: the run of these jobs took {format_duration(span)}, first start to last end (on the "
