@@ -27,6 +27,8 @@ from maxk.workflow.walltime import (
     project,
     render,
     schedule,
+    speed_up,
+    step_seconds,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -235,6 +237,76 @@ def test_project_and_render(tmp_path):
         render(PLAN, tmp_path, [2])
 
 
+#: PLAN with seed 2's run starting from seed 1's end (maxk.train.prefix: the shorter run's metrics CSV is
+#: among the longer run's inputs) and writing a metrics CSV of its own
+PREFIXED = PLAN.replace(
+    "    input: results/data/a.jsonl.gz, results/seed1/models/long/model.safetensors\n"
+    "    output: results/seed2/models/short\n",
+    "    input: results/data/a.jsonl.gz, results/seed1/metrics/train/long.csv\n"
+    "    output: results/seed2/models/short, results/seed2/metrics/train/short.csv\n",
+)
+
+
+def _metrics(root: Path, rel: str, step_times: dict[int, float]) -> None:
+    """A training metrics CSV as maxk.train.run.write_metrics_csv writes it: a held-out point before the
+    first step (step 0, no step time), then a row per optimizer step."""
+    from maxk.train.run import write_metrics_csv
+
+    history = [{"step": 0, "heldout/reward": 0.5}]
+    history += [{"step": k, "loss": 0.1, "step_time": t} for k, t in step_times.items()]
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    write_metrics_csv(root / rel, history)
+
+
+def test_speed_ups_scale_a_rule_or_only_the_optimizer_steps_a_job_ran(tmp_path):
+    assert PREFIXED != PLAN
+    jobs = parse_dry_run(PREFIXED)
+    for rel, s in [
+        ("results/benchmarks/data/a.tsv", 4.0),
+        ("results/seed1/benchmarks/train/long.tsv", 10.0),
+        ("results/seed2/benchmarks/train/short.tsv", 6.0),
+    ]:
+        _bench(tmp_path, rel, s)
+    _metrics(tmp_path, "results/seed1/metrics/train/long.csv", {1: 2.0, 2: 3.0})
+    _metrics(tmp_path, "results/seed2/metrics/train/short.csv", {1: 2.0, 2: 3.0, 3: 1.5})  # 1-2 adopted
+    assert step_seconds(tmp_path / "results/seed2/metrics/train/short.csv") == 6.5
+    assert step_seconds(tmp_path / "results/seed2/metrics/train/short.csv", after=2) == 1.5
+    seconds, _ = job_seconds(jobs, tmp_path)
+    assert speed_up(jobs, seconds, tmp_path, {}) == seconds
+    # long: 10 s of which 5 s of steps; short: 6 s of which 1.5 s of its own steps (after long's step 2)
+    assert speed_up(jobs, seconds, tmp_path, {"train-steps": 2.0}) == {0: 0.0, 1: 7.5, 2: 5.25, 3: 4.0}
+    assert speed_up(jobs, seconds, tmp_path, {"train-steps": float("inf")}) == {
+        0: 0.0,
+        1: 5.0,
+        2: 4.5,
+        3: 4.0,
+    }
+    assert speed_up(jobs, seconds, tmp_path, {"data": float("inf"), "train": 4.0}) == {
+        0: 0.0, 1: 2.5, 2: 1.5, 3: 0.0,
+    }  # fmt: skip
+    _metrics(tmp_path, "results/seed1/metrics/train/long.csv", {1: 20.0})  # more than the job's 10 s
+    assert speed_up(jobs, seconds, tmp_path, {"train-steps": float("inf")})[1] == 0.0
+    for factors, message in [
+        ({"train": 2.0, "train-steps": 2.0}, "both name the jobs of rule train"),
+        ({"nope": 2.0}, r"nope: no such rule in the plan \(rules: all, data, train\)"),
+        ({"data": 0.0}, "must be above 0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            speed_up(jobs, seconds, tmp_path, factors)
+    (tmp_path / "results/seed2/metrics/train/short.csv").unlink()
+    with pytest.raises(ValueError, match=r"no metrics CSV .*seed2/metrics/train/short\.csv"):
+        speed_up(jobs, seconds, tmp_path, {"train-steps": 2.0})
+    # every seed's files read from seed 1's (--times-seed): seed 2's job is seed 1's short run
+    _metrics(tmp_path, "results/seed1/metrics/train/long.csv", {1: 2.0, 2: 3.0})
+    _bench(tmp_path, "results/seed1/benchmarks/train/short.tsv", 8.0)
+    _metrics(tmp_path, "results/seed1/metrics/train/short.csv", {2: 1.0, 3: 3.0})  # its own: step 3
+    seed1, _ = job_seconds(jobs, tmp_path, times_seed=1)
+    assert speed_up(jobs, seed1, tmp_path, {"train-steps": float("inf")}, times_seed=1)[2] == 5.0
+    text = render(PREFIXED, tmp_path, [1], times_seed=1, speedups={"train-steps": float("inf"), "data": 2.0})
+    assert "with train-steps at 0 s, data 2x faster (measured: 22 s, from seed 1's" in text
+    assert "| 1 | 12 s |" in text  # data 4 / 2, long 10 - 5, short 8 - 3
+
+
 def test_the_cli_reads_a_plan_from_standard_input(tmp_path):
     _bench(tmp_path, "results/benchmarks/data/a.tsv", 4.0)
     _bench(tmp_path, "results/seed1/benchmarks/train/long.tsv", 10.0)
@@ -252,6 +324,13 @@ def test_the_cli_reads_a_plan_from_standard_input(tmp_path):
     )  # fmt: skip
     assert res.returncode == 1 and "none.txt: cannot read the dry run" in res.stderr
     assert "Traceback" not in res.stderr
+    for spec, message in [("train-steps", "expected NAME=FACTOR"), ("data=fast", "expected NAME=FACTOR"),
+                          ("nope=2", "nope: no such rule in the plan")]:  # fmt: skip
+        res = subprocess.run(
+            [sys.executable, "-m", "maxk", "wall-time", "-", "--root", str(tmp_path), "--speedup", spec],
+            input=PLAN, capture_output=True, text=True, env=env, timeout=HANG_GUARD_S,
+        )  # fmt: skip
+        assert res.returncode == 1 and message in res.stderr and "Traceback" not in res.stderr, res.stderr
 
 
 def test_snakemake_s_own_dry_run_of_the_default_parses_into_one_dag():

@@ -67,6 +67,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="MINUTES",
         help="also print the fewest cores whose projected wall time is within this many minutes",
     )
+    w.add_argument(
+        "--speedup",
+        action="append",
+        default=[],
+        metavar="NAME=FACTOR",
+        help="project a lever before it exists: every job of rule NAME at its measured seconds / FACTOR, or, "
+        "with NAME train-steps, only the training jobs' optimizer steps (their metrics CSV's step_time; "
+        "start-up and evaluations as measured); FACTOR inf: those seconds 0, the floor (repeatable)",
+    )
     w.set_defaults(handler=_wall_time)
 
 
@@ -88,8 +97,28 @@ def _wall_time(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"{args.plan}: cannot read the dry run ({exc.strerror})") from None
     within = None if args.within is None else 60.0 * args.within
+    speedups: dict[str, float] = {}
+    for spec in args.speedup:
+        name, sep, factor = spec.partition("=")
+        try:
+            speedups[name] = float(factor)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise UserError(
+                f"--speedup {spec}: expected NAME=FACTOR (e.g. train-steps=2 or generate_shard=inf)"
+            )
     try:
-        print(render(text, Path(args.root), args.cores, times_seed=args.times_seed, within=within))
+        print(
+            render(
+                text,
+                Path(args.root),
+                args.cores,
+                times_seed=args.times_seed,
+                within=within,
+                speedups=speedups,
+            )
+        )
     except ValueError as exc:
         raise UserError(f"{args.plan}: {exc}") from None
     return 0

@@ -16,11 +16,19 @@ Each job is assumed to take on ``c`` cores what it took in the measured run (one
 one another down): a projection, not a measurement. ``--times-seed`` reads every seed's job time from
 one seed's files (e.g. a seed that ran alone on an idle machine), so a DAG of more seeds than the tree
 ran can be projected from the one it did.
+
+``speed_up`` asks what a lever would buy before it exists: every job of a rule at its measured seconds
+over a factor, or only the training jobs' optimizer steps (``TRAIN_STEPS``: the summed ``step_time`` of
+the steps a job ran, from its metrics CSV; the job's start-up, held-out and own-prompt measurements and
+saving stay as measured). A factor of ``inf`` makes those seconds 0: the floor no speed-up of that part
+can go below.
 """
 
 from __future__ import annotations
 
+import csv
 import heapq
+import math
 import re
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,7 +50,14 @@ __all__ = [
     "project",
     "render",
     "schedule",
+    "speed_up",
+    "step_seconds",
 ]
+
+#: ``speed_up``'s name for the training jobs' optimizer steps (not a rule name: rule names are identifiers)
+TRAIN_STEPS = "train-steps"
+#: a training job's metrics CSV (``maxk.paths``: ``results/seed{seed}/metrics/train/{run}.csv``)
+_TRAIN_CSV = re.compile(r"(?<![^/])metrics/train/[^/]+\.csv$")
 
 _SEED = re.compile(r"(?<![^/])seed\d+(?=/)")
 
@@ -161,6 +176,73 @@ def job_seconds(
         else:
             missing.append(j)
     return seconds, missing
+
+
+def step_seconds(path: Path, after: int | None = None) -> float:
+    """The summed ``step_time`` of a training metrics CSV's rows (``maxk.train.run.write_metrics_csv``:
+    one per optimizer step), those with ``step`` above ``after`` only when given; rows without a step
+    time (the held-out point before the first step) add nothing."""
+    with path.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    if rows and ("step_time" not in rows[0] or "step" not in rows[0]):
+        raise ValueError(f"{path}: not a training metrics CSV (no 'step' and 'step_time' columns)")
+    return sum(
+        float(r["step_time"]) for r in rows if r["step_time"] and (after is None or int(r["step"]) > after)
+    )
+
+
+def _last_step(path: Path) -> int:
+    with path.open(newline="") as fh:
+        return max((int(r["step"]) for r in csv.DictReader(fh) if r["step"]), default=0)
+
+
+def speed_up(
+    jobs: Sequence[Job],
+    seconds: Mapping[int, float],
+    root: Path,
+    factors: Mapping[str, float],
+    *,
+    times_seed: int | None = None,
+) -> dict[int, float]:
+    """``seconds`` with each job of a rule named in ``factors`` at its seconds over the rule's factor, and,
+    under ``TRAIN_STEPS``, each training job's optimizer steps at theirs over that factor: the steps it
+    ran (``step_seconds`` of its metrics CSV output; where it started from a shorter run's end,
+    ``maxk.train.prefix``, whose metrics CSV is among its inputs, only the steps after that run's last),
+    at most the job's own seconds. A factor ``inf`` makes those seconds 0. ``ValueError`` for a name that
+    is no rule of the plan, a factor not above 0, a rule and ``TRAIN_STEPS`` on the same jobs, and a
+    training job without its metrics CSV."""
+    rules = {j.rule for j in jobs}
+    for name, factor in factors.items():
+        if name != TRAIN_STEPS and name not in rules:
+            raise ValueError(
+                f"--speedup {name}: no such rule in the plan (rules: {', '.join(sorted(rules))})"
+            )
+        if not factor > 0:
+            raise ValueError(f"--speedup {name}={factor}: the factor must be above 0 (inf: those seconds 0)")
+
+    def scaled(value: float, factor: float) -> float:
+        return 0.0 if math.isinf(factor) else value / factor
+
+    def local(path: str) -> Path:
+        return root / (path if times_seed is None else _SEED.sub(f"seed{times_seed}", path))
+
+    out = dict(seconds)
+    for j in jobs:
+        if j.rule in factors:
+            out[j.jobid] = scaled(out[j.jobid], factors[j.rule])
+        metrics = [o for o in j.outputs if _TRAIN_CSV.search(o)]
+        if TRAIN_STEPS not in factors or not metrics:
+            continue
+        if j.rule in factors:
+            raise ValueError(f"--speedup {j.rule} and {TRAIN_STEPS} both name the jobs of rule {j.rule}")
+        path = local(metrics[0])
+        if not path.is_file():
+            raise ValueError(f"{j.label()}: no metrics CSV {path} to read its optimizer steps from")
+        prefix = [local(i) for i in j.inputs if _TRAIN_CSV.search(i)]
+        after = _last_step(prefix[0]) if prefix and prefix[0].is_file() else None
+        steps = min(step_seconds(path, after), out[j.jobid])
+        out[j.jobid] = out[j.jobid] - steps + scaled(steps, factors[TRAIN_STEPS])
+    return out
 
 
 def measured_span(jobs: Sequence[Job], root: Path, seconds: Mapping[int, float]) -> float | None:
@@ -324,10 +406,12 @@ def render(
     *,
     times_seed: int | None = None,
     within: float | None = None,
+    speedups: Mapping[str, float] | None = None,
 ) -> str:
     """The Markdown report of ``maxk wall-time``: a row per number of cores, then the summed job time,
-    with ``within`` (seconds) the fewest cores that fit it, and the critical path's jobs. ``ValueError``
-    lists the jobs that have a benchmark but no time."""
+    with ``within`` (seconds) the fewest cores that fit it, and the critical path's jobs; with
+    ``speedups`` (``speed_up``'s factors) every number at the sped-up times, the measured job time
+    beside. ``ValueError`` lists the jobs that have a benchmark but no time."""
     jobs = parse_dry_run(text)
     seconds, missing = job_seconds(jobs, root, times_seed=times_seed)
     if missing:
@@ -337,6 +421,9 @@ def render(
             f"{len(missing)} of {len(jobs)} jobs have no benchmark file under {root} (in no seed):\n"
             f"{shown}{more}\nrun the DAG first, or pass --times-seed with a seed that ran"
         )
+    measured = seconds
+    if speedups:
+        seconds = speed_up(jobs, seconds, root, speedups, times_seed=times_seed)
     rows = [
         "| cores | projected wall | bound: job time / cores | bound: critical path |",
         "|---:|---:|---:|---:|",
@@ -349,14 +436,23 @@ def render(
     by_id = {j.jobid: j for j in jobs}
     total, chain = critical_path(dependencies(jobs), seconds)
     source = f"seed {times_seed}'s benchmark files" if times_seed is not None else "each job's benchmark file"
-    lines = [
-        *rows,
-        "",
-        f"{len(jobs)} jobs, {format_duration(sum(seconds.values()))} of job time (from {source} under "
-        f"{root}). A projection: each job takes what it took in the measured run.",
-        "",
-    ]
-    span = measured_span(jobs, root, seconds) if times_seed is None else None
+    job_time = format_duration(sum(seconds.values()))
+    if speedups:
+        named = ", ".join(
+            f"{name} {'at 0 s' if math.isinf(f) else f'{f:g}x faster'}" for name, f in speedups.items()
+        )
+        summary = (
+            f"{len(jobs)} jobs, {job_time} of job time with {named} (measured: "
+            f"{format_duration(sum(measured.values()))}, from {source} under {root}). A projection: each job "
+            "takes what it took in the measured run, less the speed-ups."
+        )
+    else:
+        summary = (
+            f"{len(jobs)} jobs, {job_time} of job time (from {source} under {root}). A projection: each job "
+            "takes what it took in the measured run."
+        )
+    lines = [*rows, "", summary, ""]
+    span = measured_span(jobs, root, measured) if times_seed is None and not speedups else None
     if span is not None:
         lines += [
             f"Measured: the run of these jobs took {format_duration(span)}, first start to last end (on the "
