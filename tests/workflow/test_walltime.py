@@ -294,7 +294,9 @@ def test_speed_ups_scale_a_rule_or_only_the_optimizer_steps_a_job_ran(tmp_path):
         with pytest.raises(ValueError, match=message):
             speed_up(jobs, seconds, tmp_path, factors)
     (tmp_path / "results/seed2/metrics/train/short.csv").unlink()
-    with pytest.raises(ValueError, match=r"no metrics CSV .*seed2/metrics/train/short\.csv"):
+    with pytest.raises(
+        ValueError, match=r"no metrics CSV results/seed2/metrics/train/short\.csv \(in no seed\)"
+    ):
         speed_up(jobs, seconds, tmp_path, {"train-steps": 2.0})
     # every seed's files read from seed 1's (--times-seed): seed 2's job is seed 1's short run
     _metrics(tmp_path, "results/seed1/metrics/train/long.csv", {1: 2.0, 2: 3.0})
@@ -302,6 +304,8 @@ def test_speed_ups_scale_a_rule_or_only_the_optimizer_steps_a_job_ran(tmp_path):
     _metrics(tmp_path, "results/seed1/metrics/train/short.csv", {2: 1.0, 3: 3.0})  # its own: step 3
     seed1, _ = job_seconds(jobs, tmp_path, times_seed=1)
     assert speed_up(jobs, seed1, tmp_path, {"train-steps": float("inf")}, times_seed=1)[2] == 5.0
+    # without --times-seed, seed 2's missing CSV falls back on the seeds that have it (as its seconds do)
+    assert speed_up(jobs, seconds, tmp_path, {"train-steps": float("inf")})[2] == 6.0 - 3.0
     text = render(PREFIXED, tmp_path, [1], times_seed=1, speedups={"train-steps": float("inf"), "data": 2.0})
     assert "with train-steps at 0 s, data 2x faster (measured: 22 s, from seed 1's" in text
     assert "| 1 | 12 s |" in text  # data 4 / 2, long 10 - 5, short 8 - 3

@@ -145,6 +145,11 @@ def dependencies(jobs: Sequence[Job]) -> dict[int, set[int]]:
     return deps
 
 
+def _seeds(jobs: Sequence[Job]) -> list[int]:
+    """The seeds the plan's benchmark files name (``seed{N}/``), in order."""
+    return sorted({int(m[0][4:]) for j in jobs if j.benchmark for m in [_SEED.search(j.benchmark)] if m})
+
+
 def job_seconds(
     jobs: Sequence[Job],
     root: Path,
@@ -158,7 +163,7 @@ def job_seconds(
     With ``times_seed``, a path's ``seed{N}`` is read as ``seed{times_seed}``. A job whose own file is
     missing takes the median of the same file in the seeds that have it; a job with no benchmark (the
     ``all`` target) takes 0."""
-    seeds = sorted({int(m[0][4:]) for j in jobs if j.benchmark for m in [_SEED.search(j.benchmark)] if m})
+    seeds = _seeds(jobs)
     seconds: dict[int, float] = {}
     missing: list[Job] = []
     for j in jobs:
@@ -208,9 +213,10 @@ def speed_up(
     under ``TRAIN_STEPS``, each training job's optimizer steps at theirs over that factor: the steps it
     ran (``step_seconds`` of its metrics CSV output; where it started from a shorter run's end,
     ``maxk.train.prefix``, whose metrics CSV is among its inputs, only the steps after that run's last),
-    at most the job's own seconds. A factor ``inf`` makes those seconds 0. ``ValueError`` for a name that
-    is no rule of the plan, a factor not above 0, a rule and ``TRAIN_STEPS`` on the same jobs, and a
-    training job without its metrics CSV."""
+    at most the job's own seconds; as ``job_seconds`` reads the seconds, with ``times_seed`` from that
+    seed's files, and where a job's CSV is missing the median of the seeds that have it. A factor ``inf``
+    makes those seconds 0. ``ValueError`` for a name that is no rule of the plan, a factor not above 0, a
+    rule and ``TRAIN_STEPS`` on the same jobs, and a training job without its metrics CSV in any seed."""
     rules = {j.rule for j in jobs}
     for name, factor in factors.items():
         if name != TRAIN_STEPS and name not in rules:
@@ -223,8 +229,19 @@ def speed_up(
     def scaled(value: float, factor: float) -> float:
         return 0.0 if math.isinf(factor) else value / factor
 
-    def local(path: str) -> Path:
-        return root / (path if times_seed is None else _SEED.sub(f"seed{times_seed}", path))
+    seeds = _seeds(jobs)
+
+    def steps_in(seed: str | None, j: Job, metrics: str) -> float | None:
+        """The job's optimizer-step seconds in ``seed``'s files (its own where None); None without them."""
+
+        def at(path: str) -> Path:
+            return root / (path if seed is None else _SEED.sub(seed, path))
+
+        if not at(metrics).is_file():
+            return None
+        prefix = [at(i) for i in j.inputs if _TRAIN_CSV.search(i)]
+        after = _last_step(prefix[0]) if prefix and prefix[0].is_file() else None
+        return step_seconds(at(metrics), after)
 
     out = dict(seconds)
     for j in jobs:
@@ -235,12 +252,15 @@ def speed_up(
             continue
         if j.rule in factors:
             raise ValueError(f"--speedup {j.rule} and {TRAIN_STEPS} both name the jobs of rule {j.rule}")
-        path = local(metrics[0])
-        if not path.is_file():
-            raise ValueError(f"{j.label()}: no metrics CSV {path} to read its optimizer steps from")
-        prefix = [local(i) for i in j.inputs if _TRAIN_CSV.search(i)]
-        after = _last_step(prefix[0]) if prefix and prefix[0].is_file() else None
-        steps = min(step_seconds(path, after), out[j.jobid])
+        steps = steps_in(None if times_seed is None else f"seed{times_seed}", j, metrics[0])
+        if steps is None and _SEED.search(metrics[0]):  # as job_seconds: the median of the seeds that ran it
+            found = [x for s in seeds if (x := steps_in(f"seed{s}", j, metrics[0])) is not None]
+            steps = statistics.median(found) if found else None
+        if steps is None:
+            raise ValueError(
+                f"{j.label()}: no metrics CSV {metrics[0]} (in no seed) to read its optimizer steps from"
+            )
+        steps = min(steps, out[j.jobid])
         out[j.jobid] = out[j.jobid] - steps + scaled(steps, factors[TRAIN_STEPS])
     return out
 
