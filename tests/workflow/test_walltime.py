@@ -235,6 +235,9 @@ def test_project_and_render(tmp_path):
     (tmp_path / "results/seed1/benchmarks/train/long.tsv").unlink()
     with pytest.raises(ValueError, match=r"2 of 4 jobs have no benchmark file.*\n  train \(results/seed1"):
         render(PLAN, tmp_path, [2])
+    text = render(PLAN, tmp_path, [1], missing_seconds=3.0)  # data 4 s, the two training jobs 3 s each
+    assert "| 1 | 10 s |" in text
+    assert "2 job(s) with no benchmark file in any seed at 3.0 s: train (results/seed1" in text
 
 
 #: PLAN with seed 2's run starting from seed 1's end (maxk.train.prefix: the shorter run's metrics CSV is

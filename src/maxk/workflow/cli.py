@@ -76,6 +76,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with NAME train-steps, only the training jobs' optimizer steps (their metrics CSV's step_time; "
         "start-up and evaluations as measured); FACTOR inf: those seconds 0, the floor (repeatable)",
     )
+    w.add_argument(
+        "--missing-seconds",
+        type=float,
+        metavar="SECONDS",
+        help="give a job with no benchmark file in any seed this many seconds instead of stopping (a job the "
+        "measured run did not have, e.g. the pooling of seeds after a one-seed run); the report names them",
+    )
     w.set_defaults(handler=_wall_time)
 
 
@@ -117,6 +124,7 @@ def _wall_time(args: argparse.Namespace) -> int:
                 times_seed=args.times_seed,
                 within=within,
                 speedups=speedups,
+                missing_seconds=args.missing_seconds,
             )
         )
     except ValueError as exc:

@@ -427,19 +427,32 @@ def render(
     times_seed: int | None = None,
     within: float | None = None,
     speedups: Mapping[str, float] | None = None,
+    missing_seconds: float | None = None,
 ) -> str:
     """The Markdown report of ``maxk wall-time``: a row per number of cores, then the summed job time,
     with ``within`` (seconds) the fewest cores that fit it, and the critical path's jobs; with
     ``speedups`` (``speed_up``'s factors) every number at the sped-up times, the measured job time
-    beside. ``ValueError`` lists the jobs that have a benchmark but no time."""
+    beside. ``ValueError`` lists the jobs that have a benchmark but no time, unless ``missing_seconds``
+    gives them a time (a job the measured run did not have, e.g. the pooling of seeds after a one-seed run:
+    the report names them)."""
     jobs = parse_dry_run(text)
     seconds, missing = job_seconds(jobs, root, times_seed=times_seed)
+    assumed = ""
+    if missing and missing_seconds is not None:
+        seconds.update(dict.fromkeys((j.jobid for j in missing), float(missing_seconds)))
+        assumed = (
+            f" {len(missing)} job(s) with no benchmark file in any seed at "
+            f"{format_duration(missing_seconds)}: "
+            + (", ".join(j.label() for j in missing[:5]) + (" ..." if len(missing) > 5 else "") + ".")
+        )
+        missing = []
     if missing:
         shown = "\n".join(f"  {j.label()}" for j in missing[:10])
         more = f"\n  ... and {len(missing) - 10} more" if len(missing) > 10 else ""
         raise ValueError(
             f"{len(missing)} of {len(jobs)} jobs have no benchmark file under {root} (in no seed):\n"
-            f"{shown}{more}\nrun the DAG first, or pass --times-seed with a seed that ran"
+            f"{shown}{more}\nrun the DAG first, or pass --times-seed with a seed that ran "
+            "(or --missing-seconds)"
         )
     measured = seconds
     if speedups:
@@ -464,12 +477,12 @@ def render(
         summary = (
             f"{len(jobs)} jobs, {job_time} of job time with {named} (measured: "
             f"{format_duration(sum(measured.values()))}, from {source} under {root}). A projection: each job "
-            "takes what it took in the measured run, less the speed-ups."
+            "takes what it took in the measured run, less the speed-ups." + assumed
         )
     else:
         summary = (
             f"{len(jobs)} jobs, {job_time} of job time (from {source} under {root}). A projection: each job "
-            "takes what it took in the measured run."
+            "takes what it took in the measured run." + assumed
         )
     lines = [*rows, "", summary, ""]
     span = measured_span(jobs, root, measured) if times_seed is None and not speedups else None
