@@ -276,6 +276,16 @@ def test_speed_ups_scale_a_rule_or_only_the_optimizer_steps_a_job_ran(tmp_path):
     assert step_seconds(tmp_path / "results/seed2/metrics/train/short.csv", after=2) == 1.5
     seconds, _ = job_seconds(jobs, tmp_path)
     assert speed_up(jobs, seconds, tmp_path, {}) == seconds
+    sft = [
+        Job(
+            9,
+            "base_model",
+            (),
+            ("results/seed1/metrics/train/base.csv",),
+            "results/seed1/benchmarks/base.tsv",
+        )
+    ]
+    assert speed_up(sft, {9: 5.0}, tmp_path, {"train-steps": 2.0}) == {9: 5.0}  # an SFT curve: not RL steps
     # long: 10 s of which 5 s of steps; short: 6 s of which 1.5 s of its own steps (after long's step 2)
     assert speed_up(jobs, seconds, tmp_path, {"train-steps": 2.0}) == {0: 0.0, 1: 7.5, 2: 5.25, 3: 4.0}
     assert speed_up(jobs, seconds, tmp_path, {"train-steps": float("inf")}) == {

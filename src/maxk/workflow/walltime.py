@@ -56,6 +56,8 @@ __all__ = [
 
 #: ``speed_up``'s name for the training jobs' optimizer steps (not a rule name: rule names are identifiers)
 TRAIN_STEPS = "train-steps"
+#: the rule of the RL training jobs (the base model's rule writes an SFT curve under the same folder)
+TRAIN_RULE = "train"
 #: a training job's metrics CSV (``maxk.paths``: ``results/seed{seed}/metrics/train/{run}.csv``)
 _TRAIN_CSV = re.compile(r"(?<![^/])metrics/train/[^/]+\.csv$")
 
@@ -210,9 +212,10 @@ def speed_up(
     times_seed: int | None = None,
 ) -> dict[int, float]:
     """``seconds`` with each job of a rule named in ``factors`` at its seconds over the rule's factor, and,
-    under ``TRAIN_STEPS``, each training job's optimizer steps at theirs over that factor: the steps it
-    ran (``step_seconds`` of its metrics CSV output; where it started from a shorter run's end,
-    ``maxk.train.prefix``, whose metrics CSV is among its inputs, only the steps after that run's last),
+    under ``TRAIN_STEPS``, each RL training job's (rule ``train``) optimizer steps at theirs over that
+    factor: the steps it ran (``step_seconds`` of its metrics CSV output; where it started from a shorter
+    run's end, ``maxk.train.prefix``, whose metrics CSV is among its inputs, only the steps after that
+    run's last),
     at most the job's own seconds; as ``job_seconds`` reads the seconds, with ``times_seed`` from that
     seed's files, and where a job's CSV is missing the median of the seeds that have it. A factor ``inf``
     makes those seconds 0. ``ValueError`` for a name that is no rule of the plan, a factor not above 0, a
@@ -248,7 +251,7 @@ def speed_up(
         if j.rule in factors:
             out[j.jobid] = scaled(out[j.jobid], factors[j.rule])
         metrics = [o for o in j.outputs if _TRAIN_CSV.search(o)]
-        if TRAIN_STEPS not in factors or not metrics:
+        if TRAIN_STEPS not in factors or j.rule != TRAIN_RULE or not metrics:
             continue
         if j.rule in factors:
             raise ValueError(f"--speedup {j.rule} and {TRAIN_STEPS} both name the jobs of rule {j.rule}")
