@@ -33,6 +33,7 @@ import re
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from maxk.readme import Job as BenchmarkJob
@@ -152,6 +153,26 @@ def _seeds(jobs: Sequence[Job]) -> list[int]:
     return sorted({int(m[0][4:]) for j in jobs if j.benchmark for m in [_SEED.search(j.benchmark)] if m})
 
 
+def _own_or_median(
+    seeded: bool,
+    seeds: Sequence[int],
+    times_seed: int | None,
+    read: Callable[[Callable[[str], str]], float | None],
+) -> float | None:
+    """What ``read`` finds in a job's own seed's files (``times_seed``'s when given), else the median of
+    what it finds in each of ``seeds`` (only for a ``seeded`` job, one whose paths name a ``seed{N}/``);
+    None where it finds nothing. ``read`` gets the map from a plan's path to that seed's path."""
+
+    def into(seed: int | None) -> Callable[[str], str]:
+        return (lambda p: p) if seed is None else (lambda p: _SEED.sub(f"seed{seed}", p))
+
+    own = read(into(times_seed))
+    if own is not None or not seeded:
+        return own
+    found = [x for s in seeds if (x := read(into(s))) is not None]
+    return statistics.median(found) if found else None
+
+
 def job_seconds(
     jobs: Sequence[Job],
     root: Path,
@@ -172,16 +193,16 @@ def job_seconds(
         if not j.benchmark:
             seconds[j.jobid] = 0.0
             continue
-        path = j.benchmark if times_seed is None else _SEED.sub(f"seed{times_seed}", j.benchmark)
-        if (root / path).is_file():
-            seconds[j.jobid] = read(root / path)
-            continue
-        others = [_SEED.sub(f"seed{s}", j.benchmark) for s in seeds] if _SEED.search(j.benchmark) else []
-        found = [read(root / p) for p in others if (root / p).is_file()]
-        if found:
-            seconds[j.jobid] = statistics.median(found)
-        else:
+        bench = j.benchmark
+
+        def benchmark(at: Callable[[str], str], bench: str = bench) -> float | None:
+            return read(root / at(bench)) if (root / at(bench)).is_file() else None
+
+        found = _own_or_median(bool(_SEED.search(bench)), seeds, times_seed, benchmark)
+        if found is None:
             missing.append(j)
+        else:
+            seconds[j.jobid] = found
     return seconds, missing
 
 
@@ -234,17 +255,13 @@ def speed_up(
 
     seeds = _seeds(jobs)
 
-    def steps_in(seed: str | None, j: Job, metrics: str) -> float | None:
-        """The job's optimizer-step seconds in ``seed``'s files (its own where None); None without them."""
-
-        def at(path: str) -> Path:
-            return root / (path if seed is None else _SEED.sub(seed, path))
-
-        if not at(metrics).is_file():
+    def steps_in(j: Job, metrics: str, at: Callable[[str], str]) -> float | None:
+        """The job's optimizer-step seconds in the files ``at`` maps its paths to; None without them."""
+        if not (root / at(metrics)).is_file():
             return None
-        prefix = [at(i) for i in j.inputs if _TRAIN_CSV.search(i)]
+        prefix = [root / at(i) for i in j.inputs if _TRAIN_CSV.search(i)]
         after = _last_step(prefix[0]) if prefix and prefix[0].is_file() else None
-        return step_seconds(at(metrics), after)
+        return step_seconds(root / at(metrics), after)
 
     out = dict(seconds)
     for j in jobs:
@@ -255,10 +272,9 @@ def speed_up(
             continue
         if j.rule in factors:
             raise ValueError(f"--speedup {j.rule} and {TRAIN_STEPS} both name the jobs of rule {j.rule}")
-        steps = steps_in(None if times_seed is None else f"seed{times_seed}", j, metrics[0])
-        if steps is None and _SEED.search(metrics[0]):  # as job_seconds: the median of the seeds that ran it
-            found = [x for s in seeds if (x := steps_in(f"seed{s}", j, metrics[0])) is not None]
-            steps = statistics.median(found) if found else None
+        steps = _own_or_median(  # as job_seconds reads the seconds
+            bool(_SEED.search(metrics[0])), seeds, times_seed, partial(steps_in, j, metrics[0])
+        )
         if steps is None:
             raise ValueError(
                 f"{j.label()}: no metrics CSV {metrics[0]} (in no seed) to read its optimizer steps from"
@@ -472,21 +488,19 @@ def render(
     by_id = {j.jobid: j for j in jobs}
     total, chain = critical_path(dependencies(jobs), seconds)
     source = f"seed {times_seed}'s benchmark files" if times_seed is not None else "each job's benchmark file"
-    job_time = format_duration(sum(seconds.values()))
-    if speedups:
-        named = ", ".join(
-            f"{name} {'at 0 s' if math.isinf(f) else f'{f:g}x faster'}" for name, f in speedups.items()
-        )
-        summary = (
-            f"{len(jobs)} jobs, {job_time} of job time with {named} (measured: "
-            f"{format_duration(sum(measured.values()))}, from {source} under {root}). A projection: each job "
-            "takes what it took in the measured run, less the speed-ups." + assumed
-        )
-    else:
-        summary = (
-            f"{len(jobs)} jobs, {job_time} of job time (from {source} under {root}). A projection: each job "
-            "takes what it took in the measured run." + assumed
-        )
+    named = ", ".join(
+        f"{name} {'at 0 s' if math.isinf(f) else f'{f:g}x faster'}" for name, f in (speedups or {}).items()
+    )
+    with_speedups, measured_time, less = (
+        (f" with {named}", f"measured: {format_duration(sum(measured.values()))}, ", ", less the speed-ups")
+        if speedups
+        else ("", "", "")
+    )
+    summary = (
+        f"{len(jobs)} jobs, {format_duration(sum(seconds.values()))} of job time{with_speedups} "
+        f"({measured_time}from {source} under {root}). A projection: each job takes what it took in the "
+        f"measured run{less}." + assumed
+    )
     lines = [*rows, "", summary, ""]
     span = measured_span(jobs, root, measured) if times_seed is None and not speedups else None
     if span is not None:
