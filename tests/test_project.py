@@ -14,7 +14,15 @@ import pytest
 import yaml
 
 from maxk.io import atomic_open, read_jsonl, write_jsonl
-from maxk.provenance import config_hash, cpu_description, provenance_record, write_provenance
+from maxk.provenance import (
+    CPU_KEYS,
+    RECORD_KEYS,
+    config_hash,
+    cpu_description,
+    cpu_label,
+    provenance_record,
+    write_provenance,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_FILES = sorted((ROOT / "envs").glob("*.yaml"))  # one conda env per stage (cluster users)
@@ -230,6 +238,8 @@ def test_provenance(tmp_path: Path) -> None:
     assert config_hash(cfg) == config_hash({"b": [1, 2], "seed": 3})
     assert config_hash(cfg) != config_hash({"seed": 4, "b": [1, 2]})
     rec = provenance_record(cfg, seeds={"seed": 3})
+    assert tuple(rec) == RECORD_KEYS and tuple(rec["cpu"]) == CPU_KEYS  # what docs/outputs.md lists
+    assert tuple(provenance_record(instrument={"works": True})) == (*RECORD_KEYS, "instrument")
     assert rec["packages"]["numpy"] and rec["config_hash"] == config_hash(cfg)
     import torch  # loaded: the record names the instruction set torch's CPU kernels use
 
@@ -243,6 +253,66 @@ def test_provenance(tmp_path: Path) -> None:
     f = tmp_path / "scores.parquet"
     f.write_text("x")
     assert write_provenance(f, config=cfg).name == "scores.parquet.provenance.json"
+
+
+#: two processor blocks of a KVM guest's /proc/cpuinfo (the fields the description reads, and others)
+XEON_CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 143
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+stepping\t: 8
+microcode\t: 0xffffffff
+flags\t\t: fpu avx fma avx2 avx512f avx512_bf16 hypervisor amx_bf16 amx_tile
+bugs\t\t: spectre_v1
+
+processor\t: 1
+vendor_id\t: AuthenticAMD
+model name\t: not the first block
+"""
+
+
+def test_cpu_description_reads_the_first_processor_block(tmp_path: Path, monkeypatch) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text(XEON_CPUINFO)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    cpu = cpu_description(info)
+    assert {k: cpu[k] for k in ("model", "vendor", "family", "model_number", "stepping", "microcode")} == {
+        "model": "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz", "vendor": "GenuineIntel", "family": 6,
+        "model_number": 143, "stepping": 8, "microcode": "0xffffffff",
+    }  # fmt: skip
+    assert cpu["isa"] == [
+        "avx",
+        "fma",
+        "avx2",
+        "avx512f",
+        "avx512_bf16",
+        "amx_tile",
+        "amx_bf16",
+    ]  # ISA_FLAGS order
+    assert cpu["hypervisor"] is True and cpu["aten_cpu_capability"] == "avx2" and cpu["logical_cpus"] >= 1
+    assert cpu_label(cpu) == (
+        "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz (GenuineIntel family 6 model 143 stepping 8; "
+        "AVX-512, AMX; ATEN_CPU_CAPABILITY=avx2)"
+    )
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+                    "model name\t: AMD EPYC 9B14\nflags\t\t: avx avx2\n")  # fmt: skip
+    amd = cpu_description(info)
+    assert amd["stepping"] is None and amd["microcode"] is None and amd["hypervisor"] is False
+    assert cpu_label(amd) == "AMD EPYC 9B14 (AuthenticAMD family 25 model 17; AVX2)"
+
+
+def test_cpu_label_of_records_written_before_the_finer_fields() -> None:
+    assert cpu_label({"model": "Intel(R) Xeon(R) Processor", "torch_capability": "AVX512"}) == (
+        "Intel(R) Xeon(R) Processor"
+    )
+    assert cpu_label({}) is None and cpu_label({"model": None, "vendor": "GenuineIntel"}) is None
+
+
+def test_cpu_description_without_cpuinfo(tmp_path: Path) -> None:
+    cpu = cpu_description(tmp_path / "absent")
+    assert cpu["vendor"] is None and cpu["isa"] == [] and cpu["hypervisor"] is None
 
 
 def snakemake(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

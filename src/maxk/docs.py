@@ -398,6 +398,7 @@ def output_columns() -> dict[str, tuple[str, ...]]:
     from maxk.analysis.learning import LEARNING_COLUMNS
     from maxk.generate.rescore import rescore_schema
     from maxk.generate.run import SAMPLE_COLUMNS
+    from maxk.provenance import CPU_KEYS, RECORD_KEYS
     from maxk.sandbox.cli import SCORE_COLUMNS
     from maxk.train import logged
 
@@ -416,6 +417,8 @@ def output_columns() -> dict[str, tuple[str, ...]]:
         "across_seeds": ACROSS_SEED_COLUMNS,
         "contamination": CONTAMINATION_COLUMNS,
         "bases": BASES_COLUMNS,
+        "provenance": RECORD_KEYS,
+        "provenance.cpu": CPU_KEYS,
     }
 
 

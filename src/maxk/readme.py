@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from maxk import paths as P
+from maxk.provenance import cpu_label
 
 __all__ = [
     "MARKERS",
@@ -188,14 +189,15 @@ def _provenance(path: Path) -> Path:
 
 
 def _machine(results: Path, seeds: Sequence[tuple[int, Path]]) -> str | None:
-    """The CPU model a provenance record of the run names (the environment record, else a claims table's)."""
+    """The CPU a provenance record of the run names (the environment record, else a claims table's), as
+    ``maxk.provenance.cpu_label`` writes it."""
     candidates = [results / _below_results(P.environment())]
     candidates += [_provenance(d / CLAIMS_CSV) for _, d in seeds]
     for f in candidates:
         if f.is_file():
-            model = (json.loads(f.read_text()).get("cpu") or {}).get("model")
-            if model:
-                return str(model)
+            label = cpu_label(json.loads(f.read_text()).get("cpu") or {})
+            if label:
+                return label
     return None
 
 
@@ -218,8 +220,8 @@ def runtime_section(results: Path) -> str:
     footer = (
         f"{format_duration(total)} of job time in {format_duration(wall)} of wall time; seeds: {seed_list}"
         + (f"; CPU: {machine}" if machine else "")
-        + ". Read from the run's benchmark files (`results/benchmarks/`, `results/seed*/benchmarks/`; "
-        "jobs: those with one, Snakemake's count adds its `all` target) by `python -m maxk.readme`."
+        + ". Read from `results/**/benchmarks/` by `python -m maxk.readme` (jobs: those with a benchmark "
+        "file)."
     )
     return "\n".join([*rows, "", _wrap(footer)]) + "\n"
 
@@ -307,20 +309,22 @@ def _verdict_kind(verdict: str) -> str:
 
 def _pooled(results: Path, *, claims: bool = True) -> list[str]:
     """The pooled verdicts of the across-seed report (``results/claims/across_seeds.csv``, left out
-    without ``claims``, and the yardstick's), a sentence each, or nothing where the run has one seed."""
+    without ``claims``, and the yardstick's), a sentence each, or nothing where the run has one seed. The
+    paper's claims that hold are named; the yardstick's are counted (one per run: named, they would grow
+    the README with the runs; ``across_seeds.md`` names them)."""
     out = []
     files = (
-        *([(P.across_seeds("csv"), "the paper's claims")] if claims else []),
-        (P.across_seeds_yardstick(), "the yardstick claims"),
+        *([(P.across_seeds("csv"), "the paper's claims", True)] if claims else []),
+        (P.across_seeds_yardstick(), "the yardstick claims", False),
     )
-    for rel, what in files:
+    for rel, what, named in files:
         path = results / Path(rel).relative_to(P.RESULTS)
         rows = _read_claims(path) if path.is_file() else []
         if not rows or "verdict" not in rows[0]:
             continue
         held = [r["id"] for r in rows if r["verdict"] == "holds"]
         pooled = [r for r in rows if r["verdict"] in ("holds", "does not hold")]
-        listed = f": {', '.join(f'`{c}`' for c in held)}" if held else ""
+        listed = f": {', '.join(f'`{c}`' for c in held)}" if held and named else ""
         out.append(
             f"Pooled over the seeds ({what}, `{rel}`): {len(held)} of {len(rows)} hold{listed}; "
             f"{len(pooled)} of {len(rows)} read on two seeds or more."
