@@ -189,16 +189,18 @@ def job_seconds(
     seeds = _seeds(jobs)
     seconds: dict[int, float] = {}
     missing: list[Job] = []
+
+    def benchmark(bench: str, at: Callable[[str], str]) -> float | None:
+        """The seconds of benchmark file ``bench`` where ``at`` maps it; None where there is no file."""
+        return read(root / at(bench)) if (root / at(bench)).is_file() else None
+
     for j in jobs:
         if not j.benchmark:
             seconds[j.jobid] = 0.0
             continue
-        bench = j.benchmark
-
-        def benchmark(at: Callable[[str], str], bench: str = bench) -> float | None:
-            return read(root / at(bench)) if (root / at(bench)).is_file() else None
-
-        found = _own_or_median(bool(_SEED.search(bench)), seeds, times_seed, benchmark)
+        found = _own_or_median(
+            bool(_SEED.search(j.benchmark)), seeds, times_seed, partial(benchmark, j.benchmark)
+        )
         if found is None:
             missing.append(j)
         else:
