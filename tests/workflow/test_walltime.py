@@ -261,15 +261,20 @@ def _metrics(root: Path, rel: str, step_times: dict[int, float]) -> None:
     write_metrics_csv(root / rel, history)
 
 
-def test_speed_ups_scale_a_rule_or_only_the_optimizer_steps_a_job_ran(tmp_path):
-    assert PREFIXED != PLAN
-    jobs = parse_dry_run(PREFIXED)
+def _prefixed_benched(root: Path) -> list[Job]:
+    """PREFIXED's jobs, with the data job at 4 s, long (seed 1) at 10 s and short (seed 2) at 6 s."""
     for rel, s in [
         ("results/benchmarks/data/a.tsv", 4.0),
         ("results/seed1/benchmarks/train/long.tsv", 10.0),
         ("results/seed2/benchmarks/train/short.tsv", 6.0),
     ]:
-        _bench(tmp_path, rel, s)
+        _bench(root, rel, s)
+    return parse_dry_run(PREFIXED)
+
+
+def test_speed_ups_scale_a_rule_or_only_the_optimizer_steps_a_job_ran(tmp_path):
+    assert PREFIXED != PLAN
+    jobs = _prefixed_benched(tmp_path)
     _metrics(tmp_path, "results/seed1/metrics/train/long.csv", {1: 2.0, 2: 3.0})
     _metrics(tmp_path, "results/seed2/metrics/train/short.csv", {1: 2.0, 2: 3.0, 3: 1.5})  # 1-2 adopted
     assert step_seconds(tmp_path / "results/seed2/metrics/train/short.csv") == 6.5
@@ -301,7 +306,10 @@ def test_speed_ups_scale_a_rule_or_only_the_optimizer_steps_a_job_ran(tmp_path):
     assert speed_up(jobs, seconds, tmp_path, {"train-steps": float("inf")})[1] == 0.0
     for factors, message in [
         ({"train": 2.0, "train-steps": 2.0}, "both name the jobs of rule train"),
-        ({"nope": 2.0}, r"nope: no such rule in the plan \(rules: all, data, train\)"),
+        (
+            {"nope": 2.0},
+            r"nope: no such rule in the plan \(rules: all, data, train; the training jobs' parts",
+        ),
         ({"data": 0.0}, "must be above 0"),
     ]:
         with pytest.raises(ValueError, match=message):
@@ -322,6 +330,56 @@ def test_speed_ups_scale_a_rule_or_only_the_optimizer_steps_a_job_ran(tmp_path):
     text = render(PREFIXED, tmp_path, [1], times_seed=1, speedups={"train-steps": float("inf"), "data": 2.0})
     assert "with train-steps at 0 s, data 2x faster (measured: 22 s, from seed 1's" in text
     assert "| 1 | 12 s |" in text  # data 4 / 2, long 10 - 5, short 8 - 3
+
+
+def test_speed_ups_scale_one_part_of_the_steps_or_the_rest_of_a_training_job(tmp_path):
+    from maxk.train.run import write_metrics_csv
+
+    jobs = _prefixed_benched(tmp_path)
+    # step: (step_time, sampling, reward); write_metrics_csv adds the update, the step's remainder
+    long = {1: (2.0, 1.0, 0.5), 2: (3.0, 1.0, 1.0)}  # steps 5: sampling 2, reward 1.5, update 1.5; rest 5
+    short = {**long, 3: (1.5, 0.5, 0.5)}  # its own step 3 (1-2 adopted from long): 0.5 each; rest 4.5
+    for rel, steps in [
+        ("results/seed1/metrics/train/long.csv", long),
+        ("results/seed2/metrics/train/short.csv", short),
+    ]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        write_metrics_csv(
+            tmp_path / rel,
+            [{"step": 0, "heldout/reward": 0.5}]
+            + [
+                {"step": k, "loss": 0.1, "step_time": t, "time/generation_s": g, "time/reward_s": r}
+                for k, (t, g, r) in steps.items()
+            ],
+        )
+    csv_path = tmp_path / "results/seed1/metrics/train/long.csv"
+    assert step_seconds(csv_path, column="time/update_s") == 1.5
+    seconds, _ = job_seconds(jobs, tmp_path)
+    assert speed_up(jobs, seconds, tmp_path, {"train-update": 2.0}) == {0: 0.0, 1: 9.25, 2: 5.75, 3: 4.0}
+    every_part = dict.fromkeys(["train-sampling", "train-reward", "train-update"], float("inf"))
+    assert speed_up(jobs, seconds, tmp_path, every_part) == speed_up(
+        jobs, seconds, tmp_path, {"train-steps": float("inf")}
+    ) == {0: 0.0, 1: 5.0, 2: 4.5, 3: 4.0}  # fmt: skip
+    assert speed_up(jobs, seconds, tmp_path, {"train-rest": float("inf")}) == {0: 0.0, 1: 5.0, 2: 1.5, 3: 4.0}
+    # the rest and one part: long 5 / 2 + (5 - 2) + 2 / 2, short 4.5 / 2 + 1 + 0.5 / 2
+    both = {"train-rest": 2.0, "train-sampling": 2.0}
+    assert speed_up(jobs, seconds, tmp_path, both) == {0: 0.0, 1: 6.5, 2: 3.5, 3: 4.0}
+    text = render(PREFIXED, tmp_path, [1], speedups={"train-update": float("inf"), "data": 2.0})
+    assert "with train-update at 0 s, data 2x faster (measured: 20 s," in text
+    for factors, message in [
+        ({"train-steps": 2.0, "train-update": 2.0}, "the steps are their parts together"),
+        (
+            {"train": 2.0, "train-rest": 2.0},
+            "--speedup train and train-rest both name the jobs of rule train",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            speed_up(jobs, seconds, tmp_path, factors)
+    # a CSV written before the parts were timed (no time/* columns): only its parts cannot be read
+    csv_path.write_text("step,loss,step_time\n1,0.1,2.0\n2,0.1,3.0\n")
+    assert speed_up(jobs, seconds, tmp_path, {"train-steps": float("inf")})[1] == 5.0
+    with pytest.raises(ValueError, match=r"long\.csv: no 'time/generation_s' column"):
+        speed_up(jobs, seconds, tmp_path, {"train-sampling": 2.0})
 
 
 def test_the_cli_reads_a_plan_from_standard_input(tmp_path):

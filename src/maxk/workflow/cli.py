@@ -74,7 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME=FACTOR",
         help="project a lever before it exists: every job of rule NAME at its measured seconds / FACTOR, or, "
         "with NAME train-steps, only the training jobs' optimizer steps (their metrics CSV's step_time; "
-        "start-up and evaluations as measured); FACTOR inf: those seconds 0, the floor (repeatable)",
+        "start-up and evaluations as measured), with train-sampling, train-reward or train-update one part "
+        "of those steps, with train-rest the rest of each training job; FACTOR inf: those seconds 0, the "
+        "floor (repeatable)",
     )
     w.add_argument(
         "--missing-seconds",

@@ -18,10 +18,12 @@ one seed's files (e.g. a seed that ran alone on an idle machine), so a DAG of mo
 ran can be projected from the one it did.
 
 ``speed_up`` asks what a lever would buy before it exists: every job of a rule at its measured seconds
-over a factor, or only the training jobs' optimizer steps (``TRAIN_STEPS``: the summed ``step_time`` of
-the steps a job ran, from its metrics CSV; the job's start-up, held-out and own-prompt measurements and
-saving stay as measured). A factor of ``inf`` makes those seconds 0: the floor no speed-up of that part
-can go below.
+over a factor, or a part of each RL training job: its optimizer steps (``TRAIN_STEPS``: the summed
+``step_time`` of the steps a job ran, from its metrics CSV), or one part of them (``TRAIN_PARTS``: the
+sampling of the rollouts, the sandbox's rewards, the policy update; the three make up ``step_time``), or
+the rest of the job (``TRAIN_REST``: its start-up, held-out and own-prompt measurements and saving, the
+job's seconds less its steps). A factor of ``inf`` makes those seconds 0: the floor no speed-up of that
+part can go below.
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ __all__ = [
 
 #: ``speed_up``'s name for the training jobs' optimizer steps (not a rule name: rule names are identifiers)
 TRAIN_STEPS = "train-steps"
+#: ``speed_up``'s names for the parts of an optimizer step -> the metrics CSV's column of each part's
+#: seconds (``maxk.train.run.METRICS_COLUMNS``); the three add up to ``step_time``
+TRAIN_PARTS = {
+    "train-sampling": "time/generation_s",
+    "train-reward": "time/reward_s",
+    "train-update": "time/update_s",
+}
+#: ``speed_up``'s name for the rest of a training job: its seconds less its optimizer steps
+TRAIN_REST = "train-rest"
+_TRAIN_NAMES = (TRAIN_STEPS, *TRAIN_PARTS, TRAIN_REST)
 #: the rule of the RL training jobs (the base model's rule writes an SFT curve under the same folder)
 TRAIN_RULE = "train"
 #: a training job's metrics CSV (``maxk.paths``: ``results/seed{seed}/metrics/train/{run}.csv``)
@@ -208,16 +220,21 @@ def job_seconds(
     return seconds, missing
 
 
-def step_seconds(path: Path, after: int | None = None) -> float:
-    """The summed ``step_time`` of a training metrics CSV's rows (``maxk.train.run.write_metrics_csv``:
-    one per optimizer step), those with ``step`` above ``after`` only when given; rows without a step
-    time (the held-out point before the first step) add nothing."""
+def step_seconds(path: Path, after: int | None = None, column: str = "step_time") -> float:
+    """The summed ``step_time`` (or ``column``, e.g. one of ``TRAIN_PARTS``'s) of a training metrics CSV's
+    rows (``maxk.train.run.write_metrics_csv``: one per optimizer step), those with ``step`` above
+    ``after`` only when given; rows without a step time (the held-out point before the first step) add
+    nothing. ``ValueError`` for a CSV without the ``step`` or that column."""
     with path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     if rows and ("step_time" not in rows[0] or "step" not in rows[0]):
         raise ValueError(f"{path}: not a training metrics CSV (no 'step' and 'step_time' columns)")
+    if rows and column not in rows[0]:
+        raise ValueError(f"{path}: no {column!r} column (a CSV written before the step's parts were timed)")
     return sum(
-        float(r["step_time"]) for r in rows if r["step_time"] and (after is None or int(r["step"]) > after)
+        float(r[column])
+        for r in rows
+        if r["step_time"] and r[column] and (after is None or int(r["step"]) > after)
     )
 
 
@@ -234,55 +251,80 @@ def speed_up(
     *,
     times_seed: int | None = None,
 ) -> dict[int, float]:
-    """``seconds`` with each job of a rule named in ``factors`` at its seconds over the rule's factor, and,
-    under ``TRAIN_STEPS``, each RL training job's (rule ``train``) optimizer steps at theirs over that
-    factor: the steps it ran (``step_seconds`` of its metrics CSV output; where it started from a shorter
-    run's end, ``maxk.train.prefix``, whose metrics CSV is among its inputs, only the steps after that
-    run's last),
-    at most the job's own seconds; as ``job_seconds`` reads the seconds, with ``times_seed`` from that
-    seed's files, and where a job's CSV is missing the median of the seeds that have it. A factor ``inf``
-    makes those seconds 0. ``ValueError`` for a name that is no rule of the plan, a factor not above 0, a
-    rule and ``TRAIN_STEPS`` on the same jobs, and a training job without its metrics CSV in any seed."""
+    """``seconds`` with each job of a rule named in ``factors`` at its seconds over the rule's factor, and
+    each RL training job's (rule ``train``) parts named there at theirs over their factors: under
+    ``TRAIN_STEPS`` its optimizer steps, under a ``TRAIN_PARTS`` name that part of them, under
+    ``TRAIN_REST`` the rest of the job. A job's steps are those it ran (``step_seconds`` of its metrics CSV
+    output; where it started from a shorter run's end, ``maxk.train.prefix``, whose metrics CSV is among
+    its inputs, only the steps after that run's last), at most the job's own seconds (its parts cut in
+    proportion); as ``job_seconds`` reads the seconds, with ``times_seed`` from that seed's files, and where
+    a job's CSV is missing the median of the seeds that have it. A factor ``inf`` makes those seconds 0.
+    ``ValueError`` for a name that is no rule of the plan, a factor not above 0, a rule and a part of its
+    jobs or ``TRAIN_STEPS`` and a part of the steps together, and a training job without its metrics CSV
+    in any seed."""
     rules = {j.rule for j in jobs}
     for name, factor in factors.items():
-        if name != TRAIN_STEPS and name not in rules:
+        if name not in _TRAIN_NAMES and name not in rules:
             raise ValueError(
-                f"--speedup {name}: no such rule in the plan (rules: {', '.join(sorted(rules))})"
+                f"--speedup {name}: no such rule in the plan (rules: {', '.join(sorted(rules))}; "
+                f"the training jobs' parts: {', '.join(_TRAIN_NAMES)})"
             )
         if not factor > 0:
             raise ValueError(f"--speedup {name}={factor}: the factor must be above 0 (inf: those seconds 0)")
+    parts = [name for name in TRAIN_PARTS if name in factors]
+    if TRAIN_STEPS in factors and parts:
+        raise ValueError(
+            f"--speedup {TRAIN_STEPS} and {', '.join(parts)}: the steps are their parts together "
+            f"({', '.join(TRAIN_PARTS)}); name the steps or their parts"
+        )
+    asked = [name for name in _TRAIN_NAMES if name in factors]
 
     def scaled(value: float, factor: float) -> float:
         return 0.0 if math.isinf(factor) else value / factor
 
     seeds = _seeds(jobs)
 
-    def steps_in(j: Job, metrics: str, at: Callable[[str], str]) -> float | None:
-        """The job's optimizer-step seconds in the files ``at`` maps its paths to; None without them."""
+    def steps_in(j: Job, metrics: str, column: str, at: Callable[[str], str]) -> float | None:
+        """The job's summed ``column`` over its own steps in the files ``at`` maps its paths to; None
+        without them."""
         if not (root / at(metrics)).is_file():
             return None
         prefix = [root / at(i) for i in j.inputs if _TRAIN_CSV.search(i)]
         after = _last_step(prefix[0]) if prefix and prefix[0].is_file() else None
-        return step_seconds(root / at(metrics), after)
+        return step_seconds(root / at(metrics), after, column)
+
+    def summed(j: Job, metrics: str, column: str) -> float:
+        """``steps_in`` from the job's own seed, else the median of the seeds (as ``job_seconds`` reads)."""
+        found = _own_or_median(
+            bool(_SEED.search(metrics)), seeds, times_seed, partial(steps_in, j, metrics, column)
+        )
+        if found is None:
+            raise ValueError(
+                f"{j.label()}: no metrics CSV {metrics} (in no seed) to read its optimizer steps from"
+            )
+        return found
 
     out = dict(seconds)
     for j in jobs:
         if j.rule in factors:
             out[j.jobid] = scaled(out[j.jobid], factors[j.rule])
         metrics = [o for o in j.outputs if _TRAIN_CSV.search(o)]
-        if TRAIN_STEPS not in factors or j.rule != TRAIN_RULE or not metrics:
+        if not asked or j.rule != TRAIN_RULE or not metrics:
             continue
         if j.rule in factors:
-            raise ValueError(f"--speedup {j.rule} and {TRAIN_STEPS} both name the jobs of rule {j.rule}")
-        steps = _own_or_median(  # as job_seconds reads the seconds
-            bool(_SEED.search(metrics[0])), seeds, times_seed, partial(steps_in, j, metrics[0])
+            raise ValueError(f"--speedup {j.rule} and {asked[0]} both name the jobs of rule {j.rule}")
+
+        read = partial(summed, j, metrics[0])
+        total = read("step_time")
+        steps = min(total, out[j.jobid])
+        cut = steps / total if total else 0.0  # the parts in proportion where the steps exceed the job
+        split = {name: read(column) * cut for name, column in TRAIN_PARTS.items() if name in factors}
+        rest_of_steps = max(0.0, steps - sum(split.values()))  # medians over seeds need not add up
+        out[j.jobid] = (
+            scaled(out[j.jobid] - steps, factors.get(TRAIN_REST, 1.0))
+            + scaled(rest_of_steps, factors.get(TRAIN_STEPS, 1.0))
+            + sum(scaled(v, factors[name]) for name, v in split.items())
         )
-        if steps is None:
-            raise ValueError(
-                f"{j.label()}: no metrics CSV {metrics[0]} (in no seed) to read its optimizer steps from"
-            )
-        steps = min(steps, out[j.jobid])
-        out[j.jobid] = out[j.jobid] - steps + scaled(steps, factors[TRAIN_STEPS])
     return out
 
 
