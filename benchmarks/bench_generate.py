@@ -1,6 +1,6 @@
 """Benchmark: maxk's decode loop (``maxk.generate.decode``) against ``model.generate`` and the roofline.
 
-    python benchmarks/bench_generate.py [--model results/seed{seed}/models/base] [--problems 32] [--n N]
+    python benchmarks/bench_generate.py [--model models/base] [--problems 32] [--n N]
         [--max-new-tokens M] [--max-batch-size B] [--threads 1] [--baseline-problems 4]
         [--problems-file results/data/suite_test.jsonl.gz] [--against REV [--repeats 5]]
 
@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 
 from roofline import roofline_line
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def matmul_roofline(model, rows: int, seconds: float = 2.0) -> float:
@@ -74,7 +76,7 @@ def run(backend, prompts, params) -> tuple[float, int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="the base model (default: the embedded config seed's)")
+    ap.add_argument("--model", default=None, help="the base model (default: the config's, models/base)")
     ap.add_argument("--problems-file", default="results/data/suite_test.jsonl.gz", help="prompts, if present")
     from maxk.config import load_config
 
@@ -105,10 +107,11 @@ def main() -> None:
     )
     ap.add_argument("--repeats", type=int, default=5, help="rounds of the --against comparison")
     args = ap.parse_args()
-    if args.model is None:  # the embedded default's base, where the workflow puts its seed's
+    if args.model is None:  # the base the embedded default samples (config base_model)
         from maxk import paths as P
 
-        args.model = P.model_dir(load_config()["seed"], P.BASE)
+        cfg = load_config()
+        args.model = str(ROOT / P.model_path(cfg, cfg["seed"], P.BASE))
 
     import torch
 

@@ -1,7 +1,7 @@
 """Step-time split (generation / reward / update) of one GRPO run with the embedded config; prints the
 reward share of the step time (target < 1/3) as the ratio.
 
-    python benchmarks/bench_train.py [--model results/seed{seed}/models/base]
+    python benchmarks/bench_train.py [--model models/base]
        [--data results/data/suite_rl.jsonl.gz]
                                      [--method offpolicy_bon] [--steps 6]
 
@@ -39,16 +39,17 @@ class StandInScorer:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=None, help="the base model (default: the embedded config seed's)")
+    ap.add_argument("--model", default=None, help="the base model (default: the config's, models/base)")
     ap.add_argument("--data", default=str(ROOT / "results/data/suite_rl.jsonl.gz"))
     ap.add_argument("--method", default="offpolicy_bon")
     ap.add_argument("--steps", type=int, default=6)
     a = ap.parse_args()
-    if a.model is None:  # the embedded default's base, where the workflow puts its seed's
+    if a.model is None:  # the base the embedded default samples (config base_model)
         from maxk import paths as P
         from maxk.config import load_config
 
-        a.model = str(ROOT / P.model_dir(load_config()["seed"], P.BASE))
+        cfg = load_config()
+        a.model = str(ROOT / P.model_path(cfg, cfg["seed"], P.BASE))
 
     import pandas as pd
 

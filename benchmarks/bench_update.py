@@ -3,7 +3,7 @@ computed once (``maxk.train.shared_prompt``, MaxKGRPOTrainer's 6th override) aga
 computation, in the same process; prints each mode's time and its ratio (unshared / mode), and the
 update's share of its roofline.
 
-    python benchmarks/bench_update.py [--model results/seed{seed}/models/base]
+    python benchmarks/bench_update.py [--model models/base]
         [--data results/data/suite_rl.jsonl.gz] [--method grpo] [--repeats 7] [--threads 1]
         [--runs 2 4 8] [--groups 8]
 
@@ -143,7 +143,7 @@ def timed(fn, *args) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=None, help="the base model (default: the embedded config seed's)")
+    ap.add_argument("--model", default=None, help="the base model (default: the config's, models/base)")
     ap.add_argument("--data", default=str(ROOT / "results/data/suite_rl.jsonl.gz"))
     ap.add_argument("--method", default="grpo")
     ap.add_argument("--repeats", type=int, default=7)
@@ -158,11 +158,12 @@ def main() -> None:
     a = ap.parse_args()
     if a.groups is not None and a.groups < 1:
         ap.error(f"--groups must be at least 1, got {a.groups}")
-    if a.model is None:  # the embedded default's base, where the workflow puts its seed's
+    if a.model is None:  # the base the embedded default samples (config base_model)
         from maxk import paths as P
         from maxk.config import load_config
 
-        a.model = str(ROOT / P.model_dir(load_config()["seed"], P.BASE))
+        cfg = load_config()
+        a.model = str(ROOT / P.model_path(cfg, cfg["seed"], P.BASE))
 
     import torch
     from datasets import Dataset

@@ -1,7 +1,7 @@
 """Each hot path's share of its roofline, as a table: runs the benchmarks that measure one and writes
 their numbers into ``docs/experiments.md`` (between the ``roofline:begin`` and ``roofline:end`` markers).
 
-    python benchmarks/roofline.py [--model results/seed{seed}/models/base] [--data-dir results/data]
+    python benchmarks/roofline.py [--model models/base] [--data-dir results/data]
         [--write]
 
 Runs, one after another on an otherwise idle machine (each prints a ``ROOFLINE {...}`` line):
@@ -114,13 +114,19 @@ def write(path: Path, text: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="the base model (default: the embedded config seed's)")
+    ap.add_argument("--model", default=None, help="the base model (default: the config's, models/base)")
     ap.add_argument("--data-dir", default="results/data", help="where the suite's splits are")
     ap.add_argument("--write", action="store_true", help="write the table into docs/experiments.md")
     a = ap.parse_args()
     model = ["--model", a.model] if a.model else []
     data = Path(a.data_dir)
     test, rl, sft = (str(data / f"suite_{part}.jsonl.gz") for part in ("test", "rl", "sft"))
+    missing = [p for p in (test, rl, sft) if not Path(p).is_file()]
+    if missing:
+        raise SystemExit(
+            f"roofline: no {', '.join(missing)} (the suite's splits, which `snakemake --cores all` writes): "
+            "run the default, or pass --data-dir"
+        )
     rows = [
         measure(
             ["benchmarks/bench_generate.py", *model, "--problems-file", test, "--baseline-problems", "1"]
