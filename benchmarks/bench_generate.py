@@ -20,8 +20,9 @@ attention). Prints tokens/s of each path, the speed-up, and the fraction of the 
 loaded from git) against today's on the same model, prompts and seeds, the two interleaved, and says how
 many samples came out identical: the check that a speed change kept the samples.
 
-Without ``--model`` (or when the path does not exist) a random Qwen2 with the embedded base model's
-sizes is built in a temp dir; a random model rarely samples the stop token, so every sample runs to
+Without ``--model``, the base the embedded default samples (``base_model.path``: ``models/base``);
+where the model's path does not exist, a random Qwen2 with the embedded base model's sizes is built in a
+temp dir; a random model rarely samples the stop token, so every sample runs to
 ``--max-new-tokens``. Timings on a shared machine vary with the load of other processes: compare
 ratios measured in one run, not absolutes across runs.
 """
@@ -74,10 +75,17 @@ def run(backend, prompts, params) -> tuple[float, int, int]:
     return seconds, sum(len(r) for r in results), sum(s.num_tokens for r in results for s in r)
 
 
+def _local(path: str) -> str:
+    """``path`` under the repository when it is there (a shipped base), else as given (a hub id)."""
+    return str(ROOT / path) if (ROOT / path).exists() else path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="the base model (default: the config's, models/base)")
-    ap.add_argument("--problems-file", default="results/data/suite_test.jsonl.gz", help="prompts, if present")
+    ap.add_argument(
+        "--problems-file", default=str(ROOT / "results/data/suite_test.jsonl.gz"), help="prompts, if present"
+    )
     from maxk.config import load_config
 
     gen = load_config()["generate"]  # the embedded default's shapes
@@ -111,7 +119,7 @@ def main() -> None:
         from maxk import paths as P
 
         cfg = load_config()
-        args.model = str(ROOT / P.model_path(cfg, cfg["seed"], P.BASE))
+        args.model = _local(P.model_path(cfg, cfg["seed"], P.BASE))
 
     import torch
 

@@ -6,7 +6,8 @@ reward share of the step time (target < 1/3) as the ratio.
                                      [--method offpolicy_bon] [--steps 6]
 
 Uses maxk.sandbox.Scorer when it is importable (real rewards); otherwise a trusted non-executing stand-in
-(said so in the output). Without a built base model a tiny random Qwen2 is built in a temp dir.
+(said so in the output). Without ``--model``, the base the embedded default samples (``models/base``);
+where the model's path does not exist, a tiny random Qwen2 is built in a temp dir.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class StandInScorer:
         return out
 
 
+def _local(path: str) -> str:
+    """``path`` under the repository when it is there (a shipped base), else as given (a hub id)."""
+    return str(ROOT / path) if (ROOT / path).exists() else path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=None, help="the base model (default: the config's, models/base)")
@@ -49,7 +55,7 @@ def main() -> None:
         from maxk.config import load_config
 
         cfg = load_config()
-        a.model = str(ROOT / P.model_path(cfg, cfg["seed"], P.BASE))
+        a.model = _local(P.model_path(cfg, cfg["seed"], P.BASE))
 
     import pandas as pd
 

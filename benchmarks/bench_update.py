@@ -8,16 +8,17 @@ update's share of its roofline.
         [--runs 2 4 8] [--groups 8]
 
 Modes: TRL's computation; the shared prompt with pass 2 in 1 length run (as wide as the micro-batch's
-longest completion) and in each of ``--runs`` runs (``maxk.train.shared_prompt.RUNS`` is the default),
-at the default runs with the other LM head (``maxk.train.shared_prompt.HEAD``: TRL's fused kernel or
+longest completion) and in each of ``--runs`` runs (``maxk.train.shared_prompt.RUNS`` is the default), at
+the default runs with the other LM head (``maxk.train.shared_prompt.HEAD``: TRL's fused kernel or
 ``head_logps``), and at the default runs with SDPA given the key/value heads as they are (``enable_gqa``,
-transformers' ``TRANSFORMERS_SDPA_FORCE_GQA``) instead of repeated to the query heads.
-Embedded shape: 8 groups x 8 completions per micro-batch (``train.per_device_train_batch_size``), the
-prompts of 8 suite problems built with ``maxk.data.prompts.build_prompt``, completions of 16 to
-``train.max_completion_length`` (96) random tokens. The model is the built base model when there is
-one; otherwise a random Qwen2 of the embedded base's sizes (``base_model.model``) with a tokenizer
-trained as ``maxk base`` trains it (on the SFT split's prompts and references). Also times the no-grad
-log-prob pass of the same micro-batch (what the old-policy and reference passes cost per micro-batch).
+transformers' ``TRANSFORMERS_SDPA_FORCE_GQA``) instead of repeated to the query heads. Embedded shape: 8
+groups x 8 completions per micro-batch (``train.per_device_train_batch_size``), the prompts of 8 suite
+problems built with ``maxk.data.prompts.build_prompt``, completions of 16 to
+``train.max_completion_length`` (96) random tokens. The model is the base the embedded default samples
+(``models/base``) unless ``--model`` names another; where its path does not exist, a random Qwen2 of the
+embedded base's sizes (``base_model.model``) with a tokenizer trained as ``maxk base`` trains it (on the
+SFT split's prompts and references). Also times the no-grad log-prob pass of the same micro-batch (what
+the old-policy and reference passes cost per micro-batch).
 
 Roofline: every linear layer's forward product and its two backward products at the micro-batch's
 rows x completion width, timed alone on the same threads; the update's useful FLOP (each prompt once,
@@ -141,6 +142,11 @@ def timed(fn, *args) -> float:
     return time.perf_counter() - start
 
 
+def _local(path: str) -> str:
+    """``path`` under the repository when it is there (a shipped base), else as given (a hub id)."""
+    return str(ROOT / path) if (ROOT / path).exists() else path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=None, help="the base model (default: the config's, models/base)")
@@ -163,7 +169,7 @@ def main() -> None:
         from maxk.config import load_config
 
         cfg = load_config()
-        a.model = str(ROOT / P.model_path(cfg, cfg["seed"], P.BASE))
+        a.model = _local(P.model_path(cfg, cfg["seed"], P.BASE))
 
     import torch
     from datasets import Dataset

@@ -114,14 +114,22 @@ def write(path: Path, text: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="the base model (default: the config's, models/base)")
-    ap.add_argument("--data-dir", default="results/data", help="where the suite's splits are")
+    ap.add_argument(
+        "--model",
+        default=None,
+        help="the base model (default: the config's, models/base; relative: to the repository root)",
+    )
+    ap.add_argument(
+        "--data-dir",
+        default="results/data",
+        help="where the suite's splits are (relative: to the repository root)",
+    )
     ap.add_argument("--write", action="store_true", help="write the table into docs/experiments.md")
     a = ap.parse_args()
     model = ["--model", a.model] if a.model else []
-    data = Path(a.data_dir)
+    data = Path(a.data_dir)  # relative to the repository, where the benchmarks run (``measure``)
     test, rl, sft = (str(data / f"suite_{part}.jsonl.gz") for part in ("test", "rl", "sft"))
-    missing = [p for p in (test, rl, sft) if not Path(p).is_file()]
+    missing = [p for p in (test, rl, sft) if not (ROOT / p).is_file()]
     if missing:
         raise SystemExit(
             f"roofline: no {', '.join(missing)} (the suite's splits, which `snakemake --cores all` writes): "

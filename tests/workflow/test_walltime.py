@@ -375,11 +375,44 @@ def test_speed_ups_scale_one_part_of_the_steps_or_the_rest_of_a_training_job(tmp
     ]:
         with pytest.raises(ValueError, match=message):
             speed_up(jobs, seconds, tmp_path, factors)
+    # steps longer than the job (short at 1 s, its own steps 1.5 s): the steps at 1 s, each part cut to 2/3
+    assert speed_up(jobs, {**seconds, 2: 1.0}, tmp_path, {"train-update": float("inf")})[2] == pytest.approx(
+        2 / 3
+    )
     # a CSV written before the parts were timed (no time/* columns): only its parts cannot be read
     csv_path.write_text("step,loss,step_time\n1,0.1,2.0\n2,0.1,3.0\n")
     assert speed_up(jobs, seconds, tmp_path, {"train-steps": float("inf")})[1] == 5.0
     with pytest.raises(ValueError, match=r"long\.csv: no 'time/generation_s' column"):
         speed_up(jobs, seconds, tmp_path, {"train-sampling": 2.0})
+
+
+def test_a_job_without_its_csv_takes_the_median_seed_s_parts_never_more_than_its_steps(tmp_path):
+    from maxk.train.run import write_metrics_csv
+
+    jobs = [
+        Job(
+            s,
+            "train",
+            (),
+            (f"results/seed{s}/metrics/train/r.csv",),
+            f"results/seed{s}/benchmarks/train/r.tsv",
+        )
+        for s in (1, 2, 3, 4)
+    ]
+    for seed, (t, g, r) in {1: (10.0, 5.0, 5.0), 2: (6.0, 6.0, 0.0), 3: (6.0, 0.0, 6.0)}.items():
+        _bench(tmp_path, f"results/seed{seed}/benchmarks/train/r.tsv", 12.0)
+        rel = tmp_path / f"results/seed{seed}/metrics/train/r.csv"
+        rel.parent.mkdir(parents=True, exist_ok=True)
+        step = {"step": 1, "loss": 0.1, "step_time": t, "time/generation_s": g, "time/reward_s": r}
+        write_metrics_csv(rel, [step])
+    seconds = {1: 12.0, 2: 12.0, 3: 12.0, 4: 8.0}  # seed 4 ran (8 s) but its CSV is gone
+    # seed 4's medians: steps 6, sampling 5, reward 5: the parts cut to 3 + 3, so that a factor of 1
+    # projects what was measured, never more
+    ones = {"train-sampling": 1.0, "train-reward": 1.0}
+    assert speed_up(jobs, seconds, tmp_path, ones)[4] == pytest.approx(8.0)
+    halves = {"train-sampling": 2.0, "train-reward": 2.0}
+    assert speed_up(jobs, seconds, tmp_path, halves)[4] == pytest.approx(2.0 + 1.5 + 1.5)
+    assert speed_up(jobs, seconds, tmp_path, {"train-sampling": 2.0})[1] == pytest.approx(12.0 - 2.5)
 
 
 def test_the_cli_reads_a_plan_from_standard_input(tmp_path):

@@ -60,7 +60,7 @@ __all__ = [
 #: ``speed_up``'s name for the training jobs' optimizer steps (not a rule name: rule names are identifiers)
 TRAIN_STEPS = "train-steps"
 #: ``speed_up``'s names for the parts of an optimizer step -> the metrics CSV's column of each part's
-#: seconds (``maxk.train.run.METRICS_COLUMNS``); the three add up to ``step_time``
+#: seconds (``maxk.train.run.METRIC_COLUMNS``); the three add up to ``step_time``
 TRAIN_PARTS = {
     "train-sampling": "time/generation_s",
     "train-reward": "time/reward_s",
@@ -319,7 +319,10 @@ def speed_up(
         steps = min(total, out[j.jobid])
         cut = steps / total if total else 0.0  # the parts in proportion where the steps exceed the job
         split = {name: read(column) * cut for name, column in TRAIN_PARTS.items() if name in factors}
-        rest_of_steps = max(0.0, steps - sum(split.values()))  # medians over seeds need not add up
+        named = sum(split.values())
+        if named > steps:  # medians over seeds (a missing own CSV) need not add up: cut in proportion
+            split = {name: v * steps / named for name, v in split.items()}
+        rest_of_steps = max(0.0, steps - sum(split.values()))
         out[j.jobid] = (
             scaled(out[j.jobid] - steps, factors.get(TRAIN_REST, 1.0))
             + scaled(rest_of_steps, factors.get(TRAIN_STEPS, 1.0))
