@@ -35,9 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from roofline import roofline_line
-
-ROOT = Path(__file__).resolve().parents[1]
+from roofline import ROOT, default_model, roofline_line
 
 
 def matmul_roofline(model, rows: int, seconds: float = 2.0) -> float:
@@ -75,11 +73,6 @@ def run(backend, prompts, params) -> tuple[float, int, int]:
     return seconds, sum(len(r) for r in results), sum(s.num_tokens for r in results for s in r)
 
 
-def _local(path: str) -> str:
-    """``path`` under the repository when it is there (a shipped base), else as given (a hub id)."""
-    return str(ROOT / path) if (ROOT / path).exists() else path
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="the base model (default: the config's, models/base)")
@@ -115,11 +108,8 @@ def main() -> None:
     )
     ap.add_argument("--repeats", type=int, default=5, help="rounds of the --against comparison")
     args = ap.parse_args()
-    if args.model is None:  # the base the embedded default samples (config base_model)
-        from maxk import paths as P
-
-        cfg = load_config()
-        args.model = _local(P.model_path(cfg, cfg["seed"], P.BASE))
+    if args.model is None:
+        args.model = default_model()
 
     import torch
 
@@ -205,9 +195,8 @@ def decode_module_at(rev: str):
     import subprocess
 
     path = "src/maxk/generate/decode.py"
-    root = Path(__file__).resolve().parents[1]
     show = ["git", "show", f"{rev}:{path}"]
-    source = subprocess.run(show, cwd=root, check=True, capture_output=True, text=True).stdout
+    source = subprocess.run(show, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     name = f"decode_at_{rev}".replace("-", "_").replace("~", "_").replace("^", "_")
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader=None))
     sys.modules[name] = module  # dataclasses look their module up

@@ -22,6 +22,9 @@ from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from roofline import default_model  # noqa: E402
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
@@ -38,11 +41,6 @@ class StandInScorer:
         return out
 
 
-def _local(path: str) -> str:
-    """``path`` under the repository when it is there (a shipped base), else as given (a hub id)."""
-    return str(ROOT / path) if (ROOT / path).exists() else path
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=None, help="the base model (default: the config's, models/base)")
@@ -50,12 +48,8 @@ def main() -> None:
     ap.add_argument("--method", default="offpolicy_bon")
     ap.add_argument("--steps", type=int, default=6)
     a = ap.parse_args()
-    if a.model is None:  # the base the embedded default samples (config base_model)
-        from maxk import paths as P
-        from maxk.config import load_config
-
-        cfg = load_config()
-        a.model = _local(P.model_path(cfg, cfg["seed"], P.BASE))
+    if a.model is None:
+        a.model = default_model()
 
     import pandas as pd
 

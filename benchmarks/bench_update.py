@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from roofline import linear_flop_per_token, roofline_line, training_roofline  # noqa: E402
+from roofline import default_model, linear_flop_per_token, roofline_line, training_roofline  # noqa: E402
 
 from maxk.hf_hub import go_offline  # noqa: E402
 
@@ -142,11 +142,6 @@ def timed(fn, *args) -> float:
     return time.perf_counter() - start
 
 
-def _local(path: str) -> str:
-    """``path`` under the repository when it is there (a shipped base), else as given (a hub id)."""
-    return str(ROOT / path) if (ROOT / path).exists() else path
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=None, help="the base model (default: the config's, models/base)")
@@ -164,12 +159,8 @@ def main() -> None:
     a = ap.parse_args()
     if a.groups is not None and a.groups < 1:
         ap.error(f"--groups must be at least 1, got {a.groups}")
-    if a.model is None:  # the base the embedded default samples (config base_model)
-        from maxk import paths as P
-        from maxk.config import load_config
-
-        cfg = load_config()
-        a.model = _local(P.model_path(cfg, cfg["seed"], P.BASE))
+    if a.model is None:
+        a.model = default_model()
 
     import torch
     from datasets import Dataset

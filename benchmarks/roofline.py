@@ -27,6 +27,17 @@ ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- roofline:begin -->", "<!-- roofline:end -->"
 
 
+def default_model() -> str:
+    """The base the embedded default samples (``base_model.path`` of ``config/config.yaml``:
+    ``models/base``), under the repository when it is there (a shipped base), else as given (a hub id)."""
+    from maxk import paths as P
+    from maxk.config import load_config
+
+    cfg = load_config()
+    path = P.model_path(cfg, cfg["seed"], P.BASE)
+    return str(ROOT / path) if (ROOT / path).exists() else path
+
+
 def linear_flop_per_token(cfg) -> int:
     """2 x the weights of every linear layer of a Qwen2 ``cfg`` (lm_head included): one token's forward
     matrix products."""
