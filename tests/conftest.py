@@ -12,6 +12,13 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# OpenMP threads (torch's CPU backend, libgomp) that wait at a barrier sleep instead of spinning. The
+# suite runs more processes than cores on purpose (pytest_xdist_auto_num_workers, end-to-end runs at
+# --cores 2 beside them), and a spinning thread burns the time slice its team-mate needs: the GPU-check
+# rehearsal, with two busy loops beside it, took 136 s of wall and 132 s of CPU spinning, 85 s and 54 s
+# sleeping. The wait policy changes no result (docs/experiment-log.md, thirty-fourth session). Set here,
+# before any test imports torch (libgomp reads it once, when loaded), and inherited by every subprocess.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @pytest.fixture(autouse=True)
