@@ -16,6 +16,11 @@ threads, gives the FLOP/s this CPU reaches at the model's shapes; the decode loo
 tokens/s x FLOP per token (2 x the linear layers' weights + 4 x layers x hidden x mean context for
 attention). Prints tokens/s of each path, the speed-up, and the fraction of the roofline.
 
+``--profile`` also runs the decode loop once under torch's profiler and prints where its time goes, by
+kind of operation (the model's linear products, attention's batched products, softmax, the token draws,
+copies and indexing, elementwise arithmetic, the rest): the linear products are the part the roofline
+measures, so their share of the loop's time bounds what a faster rest can bring.
+
 ``--against REV`` also times the decode loop of git revision REV (its ``src/maxk/generate/decode.py``,
 loaded from git) against today's on the same model, prompts and seeds, the two interleaved, and says how
 many samples came out identical: the check that a speed change kept the samples.
@@ -107,6 +112,9 @@ def main() -> None:
         "many samples are identical",
     )
     ap.add_argument("--repeats", type=int, default=5, help="rounds of the --against comparison")
+    ap.add_argument(
+        "--profile", action="store_true", help="also print the decode loop's time by kind of operation"
+    )
     args = ap.parse_args()
     if args.model is None:
         args.model = default_model()
@@ -183,10 +191,58 @@ def main() -> None:
     print(f"decode loop: {achieved / 1e9:.1f} GFLOP/s = {achieved / roof:.0%} of the roofline")
     shape = f"{args.n} samples x {step_rows // args.n} problems per step, {args.threads} thread(s)"
     roofline_line("sampling (decode loop)", shape, achieved, roof)
+    if args.profile:
+        profile(fast, prompts[: args.problems], params, achieved / roof)
     if args.against:
         against(args, fast, prompts[: args.problems])
     if tmp is not None:
         tmp.cleanup()
+
+
+#: torch operators by kind, for ``--profile`` (the rest: "other")
+KINDS = {
+    "linear products": ("aten::mm", "aten::addmm"),
+    "attention products": ("aten::bmm",),
+    "softmax": ("aten::_softmax",),
+    "token draws": ("aten::cumsum", "aten::_log_softmax", "aten::exp", "aten::searchsorted", "aten::sort",
+                    "aten::gather", "aten::isin", "aten::argmax"),
+    "copies and indexing": ("aten::copy_", "aten::index_select", "aten::index_copy_", "aten::cat",
+                            "aten::index", "aten::index_put_", "aten::fill_", "aten::zero_"),
+    "elementwise": ("aten::mul", "aten::add", "aten::pow", "aten::rsqrt", "aten::silu", "aten::neg",
+                    "aten::mean", "aten::sum", "aten::div", "aten::div_", "aten::sub", "aten::cos",
+                    "aten::sin", "aten::where", "aten::masked_fill", "aten::clamp_"),
+}  # fmt: skip
+
+
+def profile(backend, prompts, params, share: float, target: float = 0.4) -> None:
+    """The decode loop's self CPU time by kind of operation (``KINDS``), one run under torch's profiler,
+    and what it implies for the loop's ``share`` of the roofline: the loop's time T holds the linear
+    products' L, which already run near the roofline at its own shapes; the rest, T - L, is what a
+    faster loop must cut. The share scales as 1 / T, so ``target`` needs T' = T x share / target, and the
+    rest must shrink by (T - L) / (T' - L); where T' <= L the products alone would not be fast enough. The
+    profiler's own cost per operation adds to the many small ones of the rest: an upper bound."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    kind_of = {op: kind for kind, ops in KINDS.items() for op in ops}
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        backend.generate(prompts, list(range(len(prompts))), params)
+    by_kind: dict[str, float] = {}
+    for event in prof.key_averages():
+        kind = kind_of.get(event.key, "other")
+        by_kind[kind] = by_kind.get(kind, 0.0) + event.self_cpu_time_total / 1e6
+    total = sum(by_kind.values())
+    print(f"decode loop under the profiler ({total:.1f} s of self CPU time, the prefill included):")
+    for kind, seconds in sorted(by_kind.items(), key=lambda kv: -kv[1]):
+        print(f"  {kind:20s} {seconds:6.2f} s  {seconds / total:4.0%}")
+    linear = by_kind.get("linear products", 0.0) / total
+    needed = share / target  # T' / T
+    if needed > linear:
+        cut = f"the rest ({1 - linear:.0%} of the time) {(1 - linear) / (needed - linear):.1f}x faster"
+    else:
+        cut = "faster linear products too: the rest free would not be enough"
+    print(f"the linear products are {linear:.0%} of the loop's time: {target:.0%} of the roofline (today "
+          f"{share:.0%}) needs {cut}")  # fmt: skip
 
 
 def decode_module_at(rev: str):
