@@ -1,6 +1,6 @@
-"""Environment for the whole suite: never reach the Hugging Face hub; no sandbox pool outlives its test;
-the longest files first, so that the parallel workers (pytest-xdist, ``-n`` in pyproject.toml) start
-them at once instead of meeting them last."""
+"""Environment for the whole suite: never reach the Hugging Face hub; OpenMP threads that sleep while they
+wait; no sandbox pool outlives its test; the longest files first, so that the parallel workers
+(pytest-xdist, ``-n`` in pyproject.toml) start them at once instead of meeting them last."""
 
 from __future__ import annotations
 
