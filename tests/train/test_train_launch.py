@@ -110,6 +110,31 @@ def test_a_run_may_set_its_own_learning_rate(tmp_path):
     assert run_hash(eff) != run_hash(run_config(train, {"method": "offpolicy_bon"}))
 
 
+def test_a_runs_settings_are_checked_once_and_handed_out_as_fresh_copies():
+    """``run_config`` remembers a run entry's checked, defaulted form (the Snakefile asks for every run's
+    settings while it builds each training job): the same settings as a check afresh, key order included;
+    what a caller changes in one result, nested values of the run's own included, never reaches the next;
+    a bad entry still fails every time."""
+    from maxk.config import ConfigError, with_defaults
+
+    train = _config("config.yaml")["train"]
+    for spec in _config("config.yaml")["runs"].values():
+        fresh = with_defaults("runs", {"run": json.loads(json.dumps(spec))})["run"]
+        first = run_config(train, spec)
+        assert json.dumps(first) == json.dumps(run_config(train, spec))
+        assert first["advantage_method"] == fresh["method"] and first["reward_kind"] == fresh["reward_kind"]
+    spec = {"method": "bon_mean", "bon_k_schedule": {"kind": "linear", "final": 1}, "num_generations": 8}
+    first = run_config(train, spec)
+    first["bon_k_schedule"]["final"] = 99
+    first["num_generations"] = -1
+    again = run_config(train, spec)
+    assert again["bon_k_schedule"]["final"] == 1 and again["num_generations"] == 8
+    assert spec["bon_k_schedule"] == {"kind": "linear", "final": 1}  # the caller's entry untouched
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=r"runs\.run\.num_generations"):
+            run_config(train, {"method": "grpo", "num_generations": "eight"})
+
+
 def test_a_run_may_size_its_own_heldout_curve():
     """A run's heldout override (problems, samples, every) is merged into train.heldout key by key (the
     pool stays train's); the config check refuses it where the held-out curve is off or a key is unknown."""
