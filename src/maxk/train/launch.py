@@ -79,8 +79,9 @@ def _run_entry(run: Mapping[str, Any]) -> dict[str, Any]:
     """A ``runs`` entry checked against its schema, the keys it leaves out at their defaults: a fresh copy.
     The check is remembered per entry (its JSON): the Snakefile asks for every run's settings while it
     builds each training job's DAG node (``maxk.workflow.resources.run_settings``), some 900 checks in
-    the default's dry run. Remembered, a dry run takes 3.4 s of CPU instead of 3.9 (the paper config
-    3.8 instead of 4.4), in every Snakemake process: a run, a dry run, each cluster job's two."""
+    the default's dry run. Remembered, the default's dry run takes 3.6 s of CPU instead of 4.0 (the paper
+    config's 3.8 instead of 4.6; medians of 3), in every Snakemake process: a run, a dry run, each
+    cluster job's two."""
     try:
         key = json.dumps(run)
     except (TypeError, ValueError):  # not JSON (a value YAML could type otherwise): checked afresh
