@@ -21,12 +21,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench_job_start import children_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,13 +58,9 @@ def timed(policy: str | None, args: argparse.Namespace) -> tuple[float, float, s
         env["OMP_WAIT_POLICY"] = policy
     cmd = [sys.executable, __file__, "--work", "--model", str(args.model), "--threads", str(args.threads),
            "--steps", str(args.steps)]  # fmt: skip
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
+    cpu, t0 = children_cpu(), time.perf_counter()
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout.split()[-1]
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, out
+    return time.perf_counter() - t0, children_cpu() - cpu, out
 
 
 def main() -> None:
