@@ -123,7 +123,10 @@ class DecodeResult:
 
 
 class QwenDecoder:
-    """Batched sampling from a Qwen2-family ``model`` (see the module docstring)."""
+    """Batched sampling from a Qwen2-family ``model`` (see the module docstring); ``step_logits`` in torch
+    operations (``maxk.generate.native.NativeDecoder`` makes it one call of C)."""
+
+    kernel = "torch"
 
     def __init__(self, model: Any) -> None:
         if not supports(model):

@@ -125,9 +125,10 @@ class TransformersBackend:
         )
         if decoder not in ("auto", "generate"):
             raise ValueError(f"decoder must be 'auto' or 'generate', got {decoder!r}")
-        from maxk.generate.decode import QwenDecoder, supports
+        from maxk.generate.decode import supports
+        from maxk.generate.native import new_decoder
 
-        self.decoder = QwenDecoder(self.model) if decoder == "auto" and supports(self.model) else None
+        self.decoder = new_decoder(self.model) if decoder == "auto" and supports(self.model) else None
         if self.decoder is not None:
             self.prompts_per_call = 64  # grouped into calls of at most max_batch_size rows
 
@@ -139,6 +140,7 @@ class TransformersBackend:
             "share_prefix": self.share_prefix,
             "static_cache": self.static_cache,
             "decoder": "maxk.generate.decode" if self.decoder is not None else "model.generate",
+            "decode_kernel": self.decoder.kernel if self.decoder is not None else None,
             "dtype": self.dtype,
             "device": self.device,
             "stop_token_ids": self.stop_token_ids,

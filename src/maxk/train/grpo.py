@@ -32,8 +32,8 @@ change exactly that and nothing else:
    vLLM (its importance-sampling correction reads them at generation) or a PEFT reference (the same
    model object answers both no-grad calls).
 6. ``_generate_single_turn`` (rollouts without vLLM): for Qwen2-family models with plain sampling
-   (``rollout_decoder="auto"``), the completions come from ``maxk.generate.decode.QwenDecoder`` on
-   the live policy's weights: every prompt of the generation batch in one decode loop, its
+   (``rollout_decoder="auto"``), the completions come from ``maxk.generate.decode.QwenDecoder`` (its
+   step in C where it builds: ``maxk.generate.native``) on the live policy's weights: every prompt of the generation batch in one decode loop, its
    ``num_generations`` samples sharing the prompt's cache, seeded from (seed, step, prompt). TRL's
    own ``model.generate`` path is kept for other models, vLLM, and ``rollout_decoder="generate"``.
 7. ``_get_per_token_logps_and_entropies`` runs each group's prompt once (``maxk.train.shared_prompt``).
@@ -454,11 +454,11 @@ class MaxKGRPOTrainer(GRPOTrainer):
             return super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
             )
-        from maxk.generate.decode import QwenDecoder
+        from maxk.generate.native import new_decoder
 
         model = self.accelerator.unwrap_model(self.model)
         if getattr(self, "_decoder", None) is None or self._decoder.model is not model:
-            self._decoder = QwenDecoder(model)
+            self._decoder = new_decoder(model)
         self._decoder.refresh()  # the optimizer changed the weights since the last rollout
         step, rank = self.state.global_step, self.accelerator.process_index
         result = self._decoder.sample(

@@ -67,7 +67,7 @@ def sample_scored(
     ``extract_program``. Problems are decoded in chunks of at most
     ``max_rows`` sequences (bounded memory); the seeds do not depend on the chunking.
     """
-    from maxk.generate.decode import QwenDecoder
+    from maxk.generate.native import new_decoder
     from maxk.generate.extract import extract_program
 
     extract = extract or extract_program
@@ -76,7 +76,7 @@ def sample_scored(
     stops = list(stop_token_ids) if stop_token_ids is not None else [tokenizer.eos_token_id]
     while hasattr(model, "module"):  # DDP / accelerate wrappers
         model = model.module
-    decoder = QwenDecoder(model)
+    decoder = new_decoder(model)
     out = ScoredSamples([], [], [], [])
     per_chunk = max(1, max_rows // samples)
     for start in range(0, len(problems), per_chunk):

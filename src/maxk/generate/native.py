@@ -1,0 +1,291 @@
+"""The decode step in C: ``NativeDecoder`` is ``QwenDecoder`` with ``step_logits`` one call of
+``kernels/decode_step.c`` instead of some fifty torch operations a step.
+
+The C file is compiled at first use with the system's C compiler (``$CC``, else ``cc``, ``gcc`` or
+``clang``) into a per-user cache (``$MAXK_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/maxk/kernels``, else
+``~/.cache/maxk/kernels``), one library per source, compiler, head size and vector width, written under a
+temporary name and renamed, so concurrent jobs never load half a file. Its matrix products call the
+``sgemm_`` of the BLAS torch links (MKL in torch's x86 wheels); its vector width follows torch's kernel
+path (``torch.backends.cpu.get_cpu_capability()``, which ``ATEN_CPU_CAPABILITY`` sets): AVX-512, AVX2 or
+none.
+
+Which step runs is ``$MAXK_DECODE_KERNEL``:
+
+- ``auto`` (the default): the C step where the model fits it (a Qwen2-family model in float32 on a CPU,
+  head size a multiple of 16) and it builds, torch's otherwise (with one warning that says why, where
+  only the build failed);
+- ``native``: the C step, or an error that says why not;
+- ``torch``: ``QwenDecoder``'s own torch operations.
+
+Both compute the same logits up to float rounding (``tests/generate/test_generate_native.py``), so the
+same prompts and seeds draw the same tokens but where a draw falls within that rounding of a boundary of
+the cumulative distribution. What ran is in every generation job's provenance (``decode_kernel``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from maxk.generate.decode import QwenDecoder, supports
+
+__all__ = ["KERNELS", "KERNEL_ENV", "NativeDecoder", "kernel_choice", "native_unavailable", "new_decoder"]
+
+log = logging.getLogger(__name__)
+
+#: The environment variable that picks the decode step, and its values.
+KERNEL_ENV = "MAXK_DECODE_KERNEL"
+KERNELS = ("auto", "native", "torch")
+SOURCE = Path(__file__).with_name("kernels") / "decode_step.c"
+#: Most query heads a key/value head serves (the C step's per-row accumulators).
+MAX_GROUP = 8
+#: Largest head size the C step holds on its stack.
+MAX_HEAD_DIM = 128
+#: The generated-token cache and the prompt keys are padded to multiples of this many positions.
+PAD = 16
+
+_I, _F, _P = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
+
+
+def kernel_choice() -> str:
+    """``$MAXK_DECODE_KERNEL``, checked (``auto`` where unset)."""
+    value = os.environ.get(KERNEL_ENV, "auto").strip().lower() or "auto"
+    if value not in KERNELS:
+        raise ValueError(f"{KERNEL_ENV}={value!r}: expected one of {', '.join(KERNELS)}")
+    return value
+
+
+def _isa_flags() -> list[str]:
+    """Compiler flags for the vector width of torch's kernel path on this CPU."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return []
+    capability = torch.backends.cpu.get_cpu_capability().upper()
+    if capability.startswith("AVX512"):
+        return ["-mavx512f", "-mavx512dq", "-mavx512bw", "-mavx512vl", "-mavx2", "-mfma"]
+    if capability == "AVX2":
+        return ["-mavx2", "-mfma"]
+    return []
+
+
+def _cache_dir() -> Path:
+    if os.environ.get("MAXK_KERNEL_CACHE"):
+        return Path(os.environ["MAXK_KERNEL_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "maxk" / "kernels"
+
+
+def _compiler() -> str | None:
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def _sgemm() -> int | None:
+    """The address of ``sgemm_`` in the BLAS torch links, or None."""
+    lib_dir = Path(torch.__file__).parent / "lib"
+    for name in ("libtorch_cpu.so", "libtorch_cpu.dylib"):
+        if (lib_dir / name).exists():
+            try:
+                return ctypes.cast(ctypes.CDLL(str(lib_dir / name)).sgemm_, ctypes.c_void_p).value
+            except (AttributeError, OSError):
+                return None
+    return None
+
+
+def _build(compiler: str, flags: list[str]) -> Path:
+    """The compiled library for ``flags`` (built into the cache if it is not there yet)."""
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), version, *flags]).encode()).hexdigest()[:16]
+    cache = _cache_dir()
+    target = cache / f"decode_step-{key}.so"
+    if target.exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=cache, prefix=".decode_step-", suffix=".so")
+    os.close(fd)
+    try:
+        cmd = [compiler, *flags, "-o", tmp, str(SOURCE), "-lm"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr.strip()}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+@functools.cache
+def _library(head_dim: int) -> ctypes.CDLL | str:
+    """The C step for heads of ``head_dim``, or why there is none."""
+    compiler = _compiler()
+    if compiler is None:
+        return "no C compiler found (set CC, or install cc, gcc or clang)"
+    sgemm = _sgemm()
+    if sgemm is None:
+        return f"torch's libraries ({Path(torch.__file__).parent / 'lib'}) export no sgemm_"
+    flags = ["-O3", "-ffp-contract=fast", "-fPIC", "-shared", "-Wno-psabi", f"-DHEAD_DIM={head_dim}"]
+    try:
+        lib = ctypes.CDLL(str(_build(compiler, flags + _isa_flags())))
+    except (OSError, RuntimeError) as err:
+        return f"building {SOURCE.name} failed: {err}"
+    lib.set_sgemm.argtypes = [_P]
+    lib.set_sgemm(sgemm)
+    lib.decode_step.argtypes = [_P, _F, _F, _P, _P, _P, _I, _I, _I, _I, _P, _P, _P, _I, _I, _I, _P, _P]
+    lib.decode_step.restype = None
+    lib.decode_work.argtypes = [_I] * 8
+    lib.decode_work.restype = ctypes.c_int64
+    return lib
+
+
+def native_unavailable(model: Any) -> str | None:
+    """Why the C step cannot run ``model`` here, or None if it can (``_unfit``, then ``_library``)."""
+    reason = _unfit(model)
+    if reason is not None:
+        return reason
+    lib = _library(_head_dim(model.config))
+    return lib if isinstance(lib, str) else None
+
+
+def _head_dim(cfg: Any) -> int:
+    return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+
+
+def _unfit(model: Any) -> str | None:
+    """Why the C step does not apply to ``model`` at all (its kind, device or sizes), or None."""
+    if not supports(model):
+        return "not a Qwen2-family model with default RoPE"
+    cfg = model.config
+    heads, kv_heads, head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, _head_dim(cfg)
+    weight = model.get_input_embeddings().weight
+    if weight.device.type != "cpu" or weight.dtype != torch.float32:
+        return f"weights are {weight.dtype} on {weight.device}, the C step runs float32 on a CPU"
+    if head_dim % PAD or head_dim > MAX_HEAD_DIM:
+        return f"head size {head_dim}: the C step needs a multiple of {PAD} up to {MAX_HEAD_DIM}"
+    if heads // kv_heads > MAX_GROUP:
+        return f"{heads // kv_heads} query heads a key/value head: the C step serves at most {MAX_GROUP}"
+    if cfg.intermediate_size % PAD:
+        return f"intermediate size {cfg.intermediate_size}: the C step needs a multiple of {PAD}"
+    return None
+
+
+def new_decoder(model: Any) -> QwenDecoder:
+    """The decode loop for ``model`` with the step ``$MAXK_DECODE_KERNEL`` picks (module docstring)."""
+    choice = kernel_choice()
+    if choice == "torch":
+        return QwenDecoder(model)
+    reason = native_unavailable(model)
+    if reason is None:
+        return NativeDecoder(model)
+    if choice == "native":
+        raise RuntimeError(f"{KERNEL_ENV}=native, but the C decode step cannot run: {reason}")
+    if _unfit(model) is None:  # it would apply but does not build: say so (a GPU or a big head is no news)
+        _warn_once(reason)
+    return QwenDecoder(model)
+
+
+@functools.cache
+def _warn_once(reason: str) -> None:
+    log.warning("decoding with torch's step, not the C one: %s (%s=torch silences this)", reason, KERNEL_ENV)
+
+
+def _ceil(n: int, to: int = PAD) -> int:
+    return -(-n // to) * to
+
+
+class NativeDecoder(QwenDecoder):
+    """``QwenDecoder`` whose ``step_logits`` is the C step (module docstring). The generated tokens' keys
+    are stored in tiles of the vector width (``new_cache``); everything else is ``QwenDecoder``'s."""
+
+    kernel = "native"
+
+    def __init__(self, model: Any) -> None:
+        reason = native_unavailable(model)
+        if reason is not None:
+            raise RuntimeError(f"the C decode step cannot run this model: {reason}")
+        self.lib = _library(_head_dim(model.config))
+        self._state: dict[str, Any] = {}
+        self._rope = torch.empty(0, 2, 0)
+        super().__init__(model)
+
+    @torch.no_grad()
+    def refresh(self) -> None:
+        """Re-read the weights (``QwenDecoder.refresh``) and the C step's table of their addresses."""
+        super().refresh()
+        cfg = self.model.config
+        self.hidden, self.inter, self.vocab = cfg.hidden_size, cfg.intermediate_size, self.lm_head.shape[0]
+        self._weights = [self.embed.contiguous(), self.norm.contiguous(), self.lm_head.contiguous()]
+        table = [len(self.layers), self.hidden, self.inter, self.vocab, self.heads, self.kv_heads]
+        table += [w.data_ptr() for w in self._weights]
+        for layer in self.layers:  # ln1, qkv_w, qkv_b, o_w, o_b, ln2, gu_w, down_w
+            tensors = [t.contiguous() if t is not None else None for t in layer]
+            self._weights += [t for t in tensors if t is not None]
+            table += [t.data_ptr() if t is not None else 0 for t in tensors]
+        self._table = torch.tensor(table, dtype=torch.int64)
+        self._state = {}
+
+    def new_cache(self, rows: int, max_new_tokens: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer the generated tokens' keys and values, ``[kv_heads, rows, T, d]`` each with ``T`` =
+        ``max_new_tokens`` rounded up to 16; the keys' memory holds, per row and head, tiles of the
+        vector width's steps, transposed (``[T / width, d, width]``), which the C step writes and reads."""
+        shape = (self.kv_heads, rows, _ceil(max_new_tokens), self.head_dim)
+        return [(torch.empty(shape), torch.empty(shape)) for _ in self.layers]
+
+    def _rope_table(self, positions: int) -> torch.Tensor:
+        """``[positions, 2, d]``: cos and sin of every position (as ``_rope_tables`` computes them)."""
+        if self._rope.shape[0] < positions:
+            cos, sin = self._rope_tables(torch.arange(_ceil(positions, 256)), torch.float32)
+            self._rope = torch.stack([cos[:, 0], sin[:, 0]], dim=1).contiguous()
+        return self._rope
+
+    def _grid_state(self, grid: Any, cache: list, rows: int) -> dict[str, Any]:
+        """What the C step needs of a grid and cache, made once for each pair (they change on compaction)."""
+        state = self._state
+        if state.get("grid") is grid and state.get("cache") is cache:
+            return state
+        prompt_of = (grid.slot // grid.per_prompt).contiguous()
+        row_len = (grid.mask[0, :, 0, :] == 0).sum(-1)
+        prompt_len = torch.zeros(grid.prompts, dtype=torch.long).index_copy_(0, prompt_of, row_len)
+        keys = [F.pad(k, (0, _ceil(grid.width) - grid.width)).contiguous() for k in grid.keys_t]
+        values = [v.contiguous() for v in grid.values]
+        table = [[k.data_ptr(), v.data_ptr(), pk.data_ptr(), pv.data_ptr()]
+                 for (k, v), pk, pv in zip(cache, keys, values, strict=True)]  # fmt: skip
+        T = cache[0][0].shape[2]
+        work = self.lib.decode_work(rows, self.hidden, self.inter, self.heads, self.kv_heads,
+                                    grid.per_prompt, grid.width, T)  # fmt: skip
+        self._state = {
+            "grid": grid, "cache": cache, "prompt_of": prompt_of, "prompt_len": prompt_len, "keys": keys,
+            "values": values, "table": torch.tensor(table, dtype=torch.int64), "work": torch.empty(work),
+        }  # fmt: skip
+        return self._state
+
+    @torch.no_grad()
+    def step_logits(self, tokens, step, positions, grid, cache) -> torch.Tensor:
+        """``QwenDecoder.step_logits``, in one call of the C step."""
+        rows = tokens.shape[0]
+        state = self._grid_state(grid, cache, rows)
+        capacity, T = cache[0][0].shape[1], cache[0][0].shape[2]
+        tokens = tokens.contiguous()
+        positions = positions.contiguous()
+        rope = self._rope_table(int(positions.max()) + T - step + 1)
+        logits = torch.empty(rows, self.vocab)
+        self.lib.decode_step(
+            self._table.data_ptr(), self.eps, self.scale, state["table"].data_ptr(), tokens.data_ptr(),
+            positions.data_ptr(), rows, step, capacity, T, rope.data_ptr(), state["prompt_of"].data_ptr(),
+            state["prompt_len"].data_ptr(), grid.prompts, grid.width, grid.per_prompt, logits.data_ptr(),
+            state["work"].data_ptr(),
+        )  # fmt: skip
+        return logits
