@@ -3,6 +3,7 @@
     python benchmarks/bench_generate.py [--model models/base] [--problems 32] [--n N]
         [--max-new-tokens M] [--max-batch-size B] [--threads 1] [--baseline-problems 4]
         [--problems-file results/data/suite_test.jsonl.gz] [--against REV [--repeats 5]]
+        [--kernel auto|native|torch]
 
 Both paths are the transformers backend (same prompts, seeds, sampling and per-sample statistics:
 sum of log-probs, exact mean entropy), once with ``decoder="auto"`` (the default: maxk's loop) and once
@@ -15,6 +16,9 @@ samples up to ``--max-batch-size`` rows, as the pipeline batches them) timed alo
 threads, gives the FLOP/s this CPU reaches at the model's shapes; the decode loop's FLOP/s is
 tokens/s x FLOP per token (2 x the linear layers' weights + 4 x layers x hidden x mean context for
 attention). Prints tokens/s of each path, the speed-up, and the fraction of the roofline.
+
+``--kernel`` picks the decode loop's step (``$MAXK_DECODE_KERNEL``, ``maxk.generate.native``): ``auto``
+(the default: the C step where it builds), ``native`` or ``torch``; the first line says which ran.
 
 ``--profile`` also runs the decode loop once under torch's profiler and prints where its time goes, by
 kind of operation (the model's linear products, attention's batched products, softmax, the token draws,
@@ -115,9 +119,21 @@ def main() -> None:
     ap.add_argument(
         "--profile", action="store_true", help="also print the decode loop's time by kind of operation"
     )
+    ap.add_argument(
+        "--kernel",
+        choices=("auto", "native", "torch"),
+        default=None,
+        help="the decode step: C where it builds (auto, the default), C or an error (native), torch's",
+    )
     args = ap.parse_args()
     if args.model is None:
         args.model = default_model()
+    if args.kernel is not None:
+        import os
+
+        from maxk.generate.native import KERNEL_ENV
+
+        os.environ[KERNEL_ENV] = args.kernel
 
     import torch
 
@@ -141,6 +157,7 @@ def main() -> None:
     slow = TransformersBackend(model, threads=args.threads, max_batch_size=args.n, decoder="generate")
     if fast.decoder is None:
         raise SystemExit(f"{model} is not a Qwen2-family model: maxk's decode loop does not apply")
+    print(f"decode step: {fast.decoder.kernel}")
     count = max(args.problems, args.baseline_problems)
     if Path(args.problems_file).exists():  # the embedded test problems, prompted as the pipeline does
         from maxk.data.prompts import build_prompt
@@ -224,6 +241,9 @@ def profile(backend, prompts, params, share: float, target: float = 0.4) -> None
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
+    if backend.decoder.kernel != "torch":
+        print("profile: the C decode step is one call that torch's profiler does not see (--kernel torch)")
+        return
     kind_of = {op: kind for kind, ops in KINDS.items() for op in ops}
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
         backend.generate(prompts, list(range(len(prompts))), params)
@@ -261,9 +281,9 @@ def decode_module_at(rev: str):
 
 
 def against(args, backend, prompts) -> None:
-    """Today's decode loop against revision ``args.against``'s: same model, prompt ids, seeds and calls
-    (``max_batch_size // n`` prompts each), the two interleaved over ``args.repeats`` rounds."""
-    from maxk.generate import decode as today
+    """Today's decode loop (with the step ``--kernel`` picks) against revision ``args.against``'s: same
+    model, prompt ids, seeds and calls (``max_batch_size // n`` prompts each), the two interleaved over
+    ``args.repeats`` rounds."""
 
     old = decode_module_at(args.against)
     ids = [backend.encode(p) for p in prompts]
@@ -271,8 +291,7 @@ def against(args, backend, prompts) -> None:
     per_call = max(1, args.max_batch_size // args.n)
     best, samples = {}, {}
     for _ in range(args.repeats):
-        for name, module in ((args.against, old), ("today", today)):
-            decoder = module.QwenDecoder(backend.model)
+        for name, decoder in ((args.against, old.QwenDecoder(backend.model)), ("today", backend.decoder)):
             t0, out = time.perf_counter(), []
             for start in range(0, len(ids), per_call):
                 chunk = ids[start : start + per_call]

@@ -1,4 +1,5 @@
-"""maxk.generate.decode: the own decode loop reproduces the model exactly and samples reproducibly."""
+"""maxk.generate.decode: the own decode loop reproduces the model exactly and samples reproducibly, with
+its step in torch operations (``QwenDecoder``) and in C (``maxk.generate.native.NativeDecoder``)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,22 @@ def model_and_prompts():
     return model, ids
 
 
+@pytest.fixture(params=["torch", "native"])
+def make_decoder(request):
+    """The decoder class of each step: torch's, and the C one where this machine builds it."""
+    if request.param == "torch":
+        return QwenDecoder
+    from maxk.generate import native
+
+    def make(model):
+        reason = native.native_unavailable(model)
+        if reason is not None:
+            pytest.skip(f"the C decode step does not run here: {reason}")
+        return native.NativeDecoder(model)
+
+    return make
+
+
 def _sample(decoder, prompts, n, seeds, max_new_tokens=24, stop=(1,), **kw):
     return decoder.sample(prompts, n, max_new_tokens=max_new_tokens, stop_token_ids=stop, seeds=seeds, **kw)
 
@@ -36,11 +53,11 @@ def _stop_ids(model_and_prompts):
 
 
 @pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.7, 0.9)])
-def test_recorded_logprobs_and_entropy_are_the_model_s(model_and_prompts, temperature, top_p):
+def test_recorded_logprobs_and_entropy_are_the_model_s(model_and_prompts, make_decoder, temperature, top_p):
     """Every drawn token's log-prob and every step's entropy, summed per sample, equal what the model's
     own forward pass over prompt + completion gives (after temperature and top-p)."""
     model, prompts = model_and_prompts
-    decoder = QwenDecoder(model)
+    decoder = make_decoder(model)
     stop = _stop_ids(model_and_prompts)
     res = _sample(decoder, prompts, 5, [1, 2, 3], stop=stop, temperature=temperature, top_p=top_p)
     assert len(res.token_ids) == 15
@@ -62,9 +79,9 @@ def test_recorded_logprobs_and_entropy_are_the_model_s(model_and_prompts, temper
         assert all(t not in stop for t in ids[:-1])  # nothing after the first stop token
 
 
-def test_a_prompt_s_samples_do_not_depend_on_its_batch_mates(model_and_prompts):
+def test_a_prompt_s_samples_do_not_depend_on_its_batch_mates(model_and_prompts, make_decoder):
     model, prompts = model_and_prompts
-    decoder = QwenDecoder(model)
+    decoder = make_decoder(model)
     stop = _stop_ids(model_and_prompts)
     together = _sample(decoder, prompts, 8, [7, 8, 9], max_new_tokens=40, stop=stop)
     alone = _sample(decoder, prompts[1:2], 8, [8], max_new_tokens=40, stop=stop)
@@ -76,11 +93,11 @@ def test_a_prompt_s_samples_do_not_depend_on_its_batch_mates(model_and_prompts):
     assert other.token_ids[:8] != together.token_ids[:8] and other.token_ids[8:] == together.token_ids[8:]
 
 
-def test_compaction_keeps_every_sample_whole(model_and_prompts):
+def test_compaction_keeps_every_sample_whole(model_and_prompts, make_decoder):
     """With a stop token that is drawn often, rows finish at many steps and the batch is compacted
     repeatedly: each row still gets exactly its own tokens (checked against its log-prob sum above)."""
     model, prompts = model_and_prompts
-    decoder = QwenDecoder(model)
+    decoder = make_decoder(model)
     with torch.no_grad():
         first = model(torch.tensor([prompts[0]])).logits[0, -1]
     common = torch.topk(first, 3).indices.tolist()  # likely tokens end most samples early
@@ -94,13 +111,13 @@ def test_compaction_keeps_every_sample_whole(model_and_prompts):
         assert lp == pytest.approx(ref, abs=1e-4)
 
 
-def test_a_step_without_one_prompt_s_rows_gives_the_model_s_logits(model_and_prompts):
+def test_a_step_without_one_prompt_s_rows_gives_the_model_s_logits(model_and_prompts, make_decoder):
     """After compaction a prompt may have no rows left: the grid holds the others' caches only, and
     each row's next-token logits still equal the model's own forward pass over prompt + token."""
     from maxk.generate.decode import _Grid
 
     model, prompts = model_and_prompts
-    decoder = QwenDecoder(model)
+    decoder = make_decoder(model)
     stacked, _ = decoder._prefill(prompts)
     lengths = [len(ids) for ids in prompts]
     prompt_of, tokens = torch.tensor([0, 0, 2]), torch.tensor([5, 7, 9])  # prompt 1 has left

@@ -33,9 +33,10 @@ change exactly that and nothing else:
    model object answers both no-grad calls).
 6. ``_generate_single_turn`` (rollouts without vLLM): for Qwen2-family models with plain sampling
    (``rollout_decoder="auto"``), the completions come from ``maxk.generate.decode.QwenDecoder`` (its
-   step in C where it builds: ``maxk.generate.native``) on the live policy's weights: every prompt of the generation batch in one decode loop, its
-   ``num_generations`` samples sharing the prompt's cache, seeded from (seed, step, prompt). TRL's
-   own ``model.generate`` path is kept for other models, vLLM, and ``rollout_decoder="generate"``.
+   step in C where it builds: ``maxk.generate.native``) on the live policy's weights: every prompt of
+   the generation batch in one decode loop, its ``num_generations`` samples sharing the prompt's cache,
+   seeded from (seed, step, prompt). TRL's own ``model.generate`` path is kept for other models, vLLM,
+   and ``rollout_decoder="generate"``.
 7. ``_get_per_token_logps_and_entropies`` runs each group's prompt once (``maxk.train.shared_prompt``).
 8. ``_get_train_sampler``: TRL's ``RepeatSampler`` with ``set_epoch`` (``EpochRepeatSampler``), so that
    epoch e's prompt order is a function of (seed, e), the (e+1)-th permutation of the seeded stream that

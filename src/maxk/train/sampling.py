@@ -67,8 +67,8 @@ def sample_scored(
     ``extract_program``. Problems are decoded in chunks of at most
     ``max_rows`` sequences (bounded memory); the seeds do not depend on the chunking.
     """
-    from maxk.generate.native import new_decoder
     from maxk.generate.extract import extract_program
+    from maxk.generate.native import new_decoder
 
     extract = extract or extract_program
     if prompt_ids is None:
