@@ -146,3 +146,35 @@ def test_the_library_is_built_once_into_the_cache(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match=r"(?s)failed:\n.*error:"):
         native._build(compiler, [*flags[:-1], "-DHEAD_DIM=("])
     assert not [p for p in built.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_what_the_c_step_trusts_is_checked(base):
+    """The C step reads raw memory: int32 tokens are widened, a cache of another shape or dtype is refused,
+    a model moved to bfloat16 after the decoder was made is refused at ``refresh``, and a float64 default
+    dtype still gives float32 logits (the reviewer's findings, 2026-12-01)."""
+    import copy
+
+    ref, fast = QwenDecoder(base), _native_or_skip(base)
+    prompts = _prompts(2)
+    stacked, _ = ref._prefill(prompts)
+    grid = _Grid.of(stacked, torch.tensor([0, 0, 1]))
+    positions = torch.tensor([len(prompts[0])] * 2 + [len(prompts[1])])
+    tokens = torch.tensor([5, 6, 7])
+    want = ref.step_logits(tokens, 0, positions, grid, ref.new_cache(3, 8))
+    got = fast.step_logits(tokens.int(), 0, positions.int(), grid, fast.new_cache(3, 8))
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="expected"):
+        fast.step_logits(tokens, 0, positions, grid, fast.new_cache(4, 8))  # a row too many
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got = fast.step_logits(tokens, 0, positions, grid, fast.new_cache(3, 8))
+    finally:
+        torch.set_default_dtype(previous)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    moved = copy.deepcopy(base)
+    decoder = native.NativeDecoder(moved)
+    moved.to(torch.bfloat16)
+    with pytest.raises(RuntimeError, match="float32 weights on a CPU"):
+        decoder.refresh()

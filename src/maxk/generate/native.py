@@ -55,6 +55,8 @@ MAX_GROUP = 8
 MAX_HEAD_DIM = 128
 #: The generated-token cache and the prompt keys are padded to multiples of this many positions.
 PAD = 16
+#: Seconds a build may take before it counts as failed (it takes about one).
+BUILD_TIMEOUT_S = 600
 
 _I, _F, _P = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
 
@@ -118,7 +120,10 @@ def _build(compiler: str, flags: list[str]) -> Path:
     os.close(fd)
     try:
         cmd = [compiler, *flags, "-o", tmp, str(SOURCE), "-lm"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        try:  # a hang guard far above the second a build takes
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired as err:
+            raise RuntimeError(f"{' '.join(cmd)} did not finish in {BUILD_TIMEOUT_S} s") from err
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr.strip()}")
         os.replace(tmp, target)
@@ -218,12 +223,13 @@ class NativeDecoder(QwenDecoder):
             raise RuntimeError(f"the C decode step cannot run this model: {reason}")
         self.lib = _library(_head_dim(model.config))
         self._state: dict[str, Any] = {}
-        self._rope = torch.empty(0, 2, 0)
+        self._rope_cache = torch.empty(0, 2, 0)
         super().__init__(model)
 
     @torch.no_grad()
     def refresh(self) -> None:
-        """Re-read the weights (``QwenDecoder.refresh``) and the C step's table of their addresses."""
+        """Re-read the weights (``QwenDecoder.refresh``) and the C step's table of their addresses; the model
+        must still fit the C step (a model moved to a GPU or to bfloat16 since is an error, not garbage)."""
         super().refresh()
         cfg = self.model.config
         self.hidden, self.inter, self.vocab = cfg.hidden_size, cfg.intermediate_size, self.lm_head.shape[0]
@@ -234,28 +240,50 @@ class NativeDecoder(QwenDecoder):
             tensors = [t.contiguous() if t is not None else None for t in layer]
             self._weights += [t for t in tensors if t is not None]
             table += [t.data_ptr() if t is not None else 0 for t in tensors]
+        wrong = {(str(w.dtype), str(w.device)) for w in self._weights} - {("torch.float32", "cpu")}
+        if wrong:
+            raise RuntimeError(
+                f"the C decode step runs float32 weights on a CPU; this model has {sorted(wrong)}"
+            )
         self._table = torch.tensor(table, dtype=torch.int64)
         self._state = {}
+
+    def sample(self, *args: Any, **kwargs: Any) -> Any:
+        """``QwenDecoder.sample``; the C step's buffers of the call are let go after it."""
+        try:
+            return super().sample(*args, **kwargs)
+        finally:
+            self._state = {}
 
     def new_cache(self, rows: int, max_new_tokens: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer the generated tokens' keys and values, ``[kv_heads, rows, T, d]`` each with ``T`` =
         ``max_new_tokens`` rounded up to 16; the keys' memory holds, per row and head, tiles of the
         vector width's steps, transposed (``[T / width, d, width]``), which the C step writes and reads."""
         shape = (self.kv_heads, rows, _ceil(max_new_tokens), self.head_dim)
-        return [(torch.empty(shape), torch.empty(shape)) for _ in self.layers]
+        return [
+            (torch.empty(shape, dtype=torch.float32), torch.empty(shape, dtype=torch.float32))
+            for _ in self.layers
+        ]
 
     def _rope_table(self, positions: int) -> torch.Tensor:
         """``[positions, 2, d]``: cos and sin of every position (as ``_rope_tables`` computes them)."""
-        if self._rope.shape[0] < positions:
+        if self._rope_cache.shape[0] < positions:
             cos, sin = self._rope_tables(torch.arange(_ceil(positions, 256)), torch.float32)
-            self._rope = torch.stack([cos[:, 0], sin[:, 0]], dim=1).contiguous()
-        return self._rope
+            self._rope_cache = torch.stack([cos[:, 0], sin[:, 0]], dim=1).contiguous()
+        return self._rope_cache
 
     def _grid_state(self, grid: Any, cache: list, rows: int) -> dict[str, Any]:
         """What the C step needs of a grid and cache, made once for each pair (they change on compaction)."""
         state = self._state
         if state.get("grid") is grid and state.get("cache") is cache:
             return state
+        want = (self.kv_heads, rows, _ceil(cache[0][0].shape[2]), self.head_dim)
+        for keys, values in cache:  # the C step trusts the layout new_cache makes: check it once a grid
+            for t in (keys, values):
+                if tuple(t.shape) != want or not t.is_contiguous() or t.dtype != torch.float32:
+                    raise ValueError(
+                        f"cache tensor {tuple(t.shape)} {t.dtype}: expected {want} float32, contiguous"
+                    )
         prompt_of = (grid.slot // grid.per_prompt).contiguous()
         row_len = (grid.mask[0, :, 0, :] == 0).sum(-1)
         prompt_len = torch.zeros(grid.prompts, dtype=torch.long).index_copy_(0, prompt_of, row_len)
@@ -268,7 +296,8 @@ class NativeDecoder(QwenDecoder):
                                     grid.per_prompt, grid.width, T)  # fmt: skip
         self._state = {
             "grid": grid, "cache": cache, "prompt_of": prompt_of, "prompt_len": prompt_len, "keys": keys,
-            "values": values, "table": torch.tensor(table, dtype=torch.int64), "work": torch.empty(work),
+            "values": values, "table": torch.tensor(table, dtype=torch.int64),
+            "work": torch.empty(work, dtype=torch.float32),
         }  # fmt: skip
         return self._state
 
@@ -278,10 +307,10 @@ class NativeDecoder(QwenDecoder):
         rows = tokens.shape[0]
         state = self._grid_state(grid, cache, rows)
         capacity, T = cache[0][0].shape[1], cache[0][0].shape[2]
-        tokens = tokens.contiguous()
-        positions = positions.contiguous()
+        tokens = tokens.to(torch.int64).contiguous()
+        positions = positions.to(torch.int64).contiguous()
         rope = self._rope_table(int(positions.max()) + T - step + 1)
-        logits = torch.empty(rows, self.vocab)
+        logits = torch.empty(rows, self.vocab, dtype=torch.float32)
         self.lib.decode_step(
             self._table.data_ptr(), self.eps, self.scale, state["table"].data_ptr(), tokens.data_ptr(),
             positions.data_ptr(), rows, step, capacity, T, rope.data_ptr(), state["prompt_of"].data_ptr(),
