@@ -35,3 +35,16 @@ def toy_problems() -> list[dict]:
         {"id": f"toy/{i}", "source": "toy", "prompt": f"Write function f{i}(x).", "tests": {}}
         for i in range(5)
     ]
+
+
+def native_decoder_or_skip(model):
+    """``maxk.generate.native.NativeDecoder`` of ``model``, or the test skipped with the reason it cannot
+    run on this machine (no compiler, no ``sgemm_``, a model it does not fit)."""
+    import pytest
+
+    from maxk.generate import native
+
+    reason = native.native_unavailable(model)
+    if reason is not None:
+        pytest.skip(f"the C decode step does not run here: {reason}")
+    return native.NativeDecoder(model)

@@ -29,17 +29,7 @@ def model_and_prompts():
 @pytest.fixture(params=["torch", "native"])
 def make_decoder(request):
     """The decoder class of each step: torch's, and the C one where this machine builds it."""
-    if request.param == "torch":
-        return QwenDecoder
-    from maxk.generate import native
-
-    def make(model):
-        reason = native.native_unavailable(model)
-        if reason is not None:
-            pytest.skip(f"the C decode step does not run here: {reason}")
-        return native.NativeDecoder(model)
-
-    return make
+    return QwenDecoder if request.param == "torch" else fx.native_decoder_or_skip
 
 
 def _sample(decoder, prompts, n, seeds, max_new_tokens=24, stop=(1,), **kw):

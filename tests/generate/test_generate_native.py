@@ -19,13 +19,6 @@ from maxk.generate.decode import QwenDecoder, _Grid
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _native_or_skip(model):
-    reason = native.native_unavailable(model)
-    if reason is not None:
-        pytest.skip(f"the C decode step does not run here: {reason}")
-    return native.NativeDecoder(model)
-
-
 @pytest.fixture(scope="module")
 def base():
     """The embedded default's base model (head size 32, two query heads a key/value head)."""
@@ -45,7 +38,7 @@ def test_the_c_step_gives_torch_s_logits_step_after_step(base, prompt_of):
     """Twenty steps of the same tokens through both steps, on a dense grid and on one that lost a prompt
     and some rows: the logits agree to float rounding at every step (the C step's keys of steps past 16
     sit in a second tile)."""
-    ref, fast = QwenDecoder(base), _native_or_skip(base)
+    ref, fast = QwenDecoder(base), fx.native_decoder_or_skip(base)
     prompts = _prompts(4)
     stacked, _ = ref._prefill(prompts)
     prompt_of = torch.tensor(prompt_of)
@@ -69,7 +62,7 @@ def test_the_c_step_draws_torch_s_samples(base):
     within that rounding of a boundary of the cumulative distribution. Such a flip moves the draw to the
     neighbouring token id (the distribution is cumulated in id order): at most two here, and each such
     sample is the same up to a token one id off (``ATEN_CPU_CAPABILITY=default`` makes one)."""
-    ref, fast = QwenDecoder(base), _native_or_skip(base)
+    ref, fast = QwenDecoder(base), fx.native_decoder_or_skip(base)
     prompts = _prompts(6, seed=2)
     kw = {"max_new_tokens": 48, "stop_token_ids": [base.generation_config.eos_token_id], "seeds": range(6)}
     a, b = ref.sample(prompts, 32, **kw), fast.sample(prompts, 32, **kw)
@@ -154,7 +147,7 @@ def test_what_the_c_step_trusts_is_checked(base):
     dtype still gives float32 logits (the reviewer's findings, 2026-12-01)."""
     import copy
 
-    ref, fast = QwenDecoder(base), _native_or_skip(base)
+    ref, fast = QwenDecoder(base), fx.native_decoder_or_skip(base)
     prompts = _prompts(2)
     stacked, _ = ref._prefill(prompts)
     grid = _Grid.of(stacked, torch.tensor([0, 0, 1]))

@@ -55,6 +55,11 @@ def supports(model: Any) -> bool:
     )
 
 
+def head_dim(cfg: Any) -> int:
+    """The size of one attention head of a model config (Qwen2 may name it; else hidden / heads)."""
+    return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+
+
 def sampling_logprobs(scores: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
     """Log-probs ``[rows, vocab]`` (float32) of the distribution sampled from: ``scores`` (logits) divided
     by ``temperature``, then top-p (the smallest set of most likely tokens whose mass reaches ``top_p``,
@@ -134,7 +139,7 @@ class QwenDecoder:
         self.model = model
         cfg = model.config
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
-        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
+        self.head_dim = head_dim(cfg)
         self.group = self.heads // self.kv_heads
         self.eps = cfg.rms_norm_eps
         self.scale = self.head_dim**-0.5

@@ -32,14 +32,14 @@ import os
 import platform
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from maxk.generate.decode import QwenDecoder, supports
+from maxk.generate.decode import QwenDecoder, head_dim, supports
+from maxk.io import atomic_path
 
 __all__ = ["KERNELS", "KERNEL_ENV", "NativeDecoder", "kernel_choice", "native_unavailable", "new_decoder"]
 
@@ -89,10 +89,8 @@ def _cache_dir() -> Path:
 
 
 def _compiler() -> str | None:
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
+    found = (shutil.which(name) for name in (os.environ.get("CC"), "cc", "gcc", "clang") if name)
+    return next((path for path in found if path), None)
 
 
 def _sgemm() -> int | None:
@@ -115,21 +113,14 @@ def _build(compiler: str, flags: list[str]) -> Path:
     target = cache / f"decode_step-{key}.so"
     if target.exists():
         return target
-    cache.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cache, prefix=".decode_step-", suffix=".so")
-    os.close(fd)
-    try:
-        cmd = [compiler, *flags, "-o", tmp, str(SOURCE), "-lm"]
+    with atomic_path(target) as tmp:  # concurrent jobs never load half a file
+        cmd = [compiler, *flags, "-o", str(tmp), str(SOURCE), "-lm"]
         try:  # a hang guard far above the second a build takes
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         except subprocess.TimeoutExpired as err:
             raise RuntimeError(f"{' '.join(cmd)} did not finish in {BUILD_TIMEOUT_S} s") from err
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr.strip()}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return target
 
 
@@ -161,12 +152,8 @@ def native_unavailable(model: Any) -> str | None:
     reason = _unfit(model)
     if reason is not None:
         return reason
-    lib = _library(_head_dim(model.config))
+    lib = _library(head_dim(model.config))
     return lib if isinstance(lib, str) else None
-
-
-def _head_dim(cfg: Any) -> int:
-    return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
 
 
 def _unfit(model: Any) -> str | None:
@@ -174,12 +161,12 @@ def _unfit(model: Any) -> str | None:
     if not supports(model):
         return "not a Qwen2-family model with default RoPE"
     cfg = model.config
-    heads, kv_heads, head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, _head_dim(cfg)
+    heads, kv_heads, size = cfg.num_attention_heads, cfg.num_key_value_heads, head_dim(cfg)
     weight = model.get_input_embeddings().weight
     if weight.device.type != "cpu" or weight.dtype != torch.float32:
         return f"weights are {weight.dtype} on {weight.device}, the C step runs float32 on a CPU"
-    if head_dim % PAD or head_dim > MAX_HEAD_DIM:
-        return f"head size {head_dim}: the C step needs a multiple of {PAD} up to {MAX_HEAD_DIM}"
+    if size % PAD or size > MAX_HEAD_DIM:
+        return f"head size {size}: the C step needs a multiple of {PAD} up to {MAX_HEAD_DIM}"
     if heads // kv_heads > MAX_GROUP:
         return f"{heads // kv_heads} query heads a key/value head: the C step serves at most {MAX_GROUP}"
     if cfg.intermediate_size % PAD:
@@ -221,7 +208,7 @@ class NativeDecoder(QwenDecoder):
         reason = native_unavailable(model)
         if reason is not None:
             raise RuntimeError(f"the C decode step cannot run this model: {reason}")
-        self.lib = _library(_head_dim(model.config))
+        self.lib = _library(head_dim(model.config))
         self._state: dict[str, Any] = {}
         self._rope_cache = torch.empty(0, 2, 0)
         super().__init__(model)
