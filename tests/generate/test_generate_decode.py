@@ -122,6 +122,32 @@ def test_a_step_without_one_prompt_s_rows_gives_the_model_s_logits(model_and_pro
         torch.testing.assert_close(logits[row], want, atol=1e-4, rtol=1e-4)
 
 
+def test_a_model_with_a_bias_on_some_projections_only_gets_its_logits(make_decoder):
+    """q and v with a bias, k without (the reviewer's finding, 2026-12-01: the step dropped every bias):
+    the logits after one generated token equal the model's own forward over prompt + token."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from maxk.generate.decode import _Grid
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16)  # fmt: skip
+    model = Qwen2ForCausalLM(cfg).eval()
+    attention = model.model.layers[0].self_attn
+    attention.k_proj.bias = None
+    with torch.no_grad():
+        attention.q_proj.bias.normal_()
+        attention.v_proj.bias.normal_()
+    decoder = make_decoder(model)
+    prompt = [5, 6, 7, 8, 9]
+    stacked, _ = decoder._prefill([prompt])
+    grid = _Grid.of(stacked, torch.tensor([0]))
+    logits = decoder.step_logits(torch.tensor([11]), 0, torch.tensor([5]), grid, decoder.new_cache(1, 4))
+    with torch.no_grad():
+        want = model(torch.tensor([[*prompt, 11]])).logits[0, -1]
+    torch.testing.assert_close(logits[0], want, atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("at_once", [1, 2, 16])
 def test_the_prompts_prefilled_at_once_are_each_prompt_s_own_forward(model_and_prompts, monkeypatch, at_once):
     """Forwards over the prompts padded on the right (``at_once`` a forward, the last one narrower than

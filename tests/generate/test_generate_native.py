@@ -142,9 +142,9 @@ def test_the_library_is_built_once_into_the_cache(tmp_path, monkeypatch):
 
 
 def test_what_the_c_step_trusts_is_checked(base):
-    """The C step reads raw memory: int32 tokens are widened, a cache of another shape or dtype is refused,
-    a model moved to bfloat16 after the decoder was made is refused at ``refresh``, and a float64 default
-    dtype still gives float32 logits (the reviewer's findings, 2026-12-01)."""
+    """The C step reads raw memory: int32 tokens are widened, a cache too small or of another dtype is
+    refused, a model moved to bfloat16 after the decoder was made is refused at ``refresh``, and a float64
+    default dtype still gives float32 logits (the reviewer's findings, 2026-12-01)."""
     import copy
 
     ref, fast = QwenDecoder(base), fx.native_decoder_or_skip(base)
@@ -157,7 +157,7 @@ def test_what_the_c_step_trusts_is_checked(base):
     got = fast.step_logits(tokens.int(), 0, positions.int(), grid, fast.new_cache(3, 8))
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match="expected"):
-        fast.step_logits(tokens, 0, positions, grid, fast.new_cache(4, 8))  # a row too many
+        fast.step_logits(tokens, 0, positions, grid, fast.new_cache(2, 8))  # a row too few
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
@@ -171,3 +171,132 @@ def test_what_the_c_step_trusts_is_checked(base):
     moved.to(torch.bfloat16)
     with pytest.raises(RuntimeError, match="float32 weights on a CPU"):
         decoder.refresh()
+
+
+def _books(total: int, n: int, steps: int, stop: list[int], seed: int):
+    from maxk.generate.decode import _Books, _uniforms
+
+    return _Books(
+        uniforms=_uniforms(range(seed, seed + total // n), n, steps, "cpu"),
+        n=n,
+        tokens=torch.zeros(total, steps, dtype=torch.long),
+        length=torch.full((total,), steps, dtype=torch.long),
+        sum_logp=torch.zeros(total, dtype=torch.float64),
+        sum_ent=torch.zeros(total, dtype=torch.float64),
+        stopped=torch.zeros(total, dtype=torch.bool),
+        stop=torch.tensor(stop),
+    )
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_the_c_draws_and_records_are_torch_s_up_to_rounding(base, temperature):
+    """``NativeDecoder._draw`` against ``QwenDecoder._draw`` on the same logits, over three steps of 19
+    running rows of 24 (some rows already stopped, some compacted away), a stop set that ends some rows,
+    and one row whose uniform is 1 and whose last tokens have p = 0 (the search runs off the end and falls
+    back to the most likely token): tokens, alive rows and every record equal, the sums of log-probs and
+    entropies within float rounding."""
+    import dataclasses
+
+    fast = fx.native_decoder_or_skip(base)
+    g = torch.Generator().manual_seed(3)
+    vocab, n, steps = fast.vocab, 8, 3
+    books = {k: _books(24, n, steps, [5, 9, 700], seed=4) for k in ("torch", "c")}
+    for b in books.values():
+        b.uniforms[0, 1, 0] = 1.0
+    rows = torch.tensor([r for r in range(24) if r not in (3, 10, 11, 17, 20)])
+    prompt_of = rows // n
+    alive = {k: torch.ones(len(rows), dtype=torch.bool) for k in books}
+    for a in alive.values():
+        a[[2, 7]] = False
+    stopped_any = False
+    for step in range(steps):
+        logits = torch.randn(len(rows), vocab, generator=g) * 2
+        logits[:, [5, 9]] = 6.0  # the stop tokens are likely: about one row in five stops a step
+        logits[0, vocab - 50 :] = -300.0  # p = 0 in float32
+        t_tok, t_live = QwenDecoder._draw(
+            fast, logits, step, rows, prompt_of, alive["torch"], books["torch"], temperature, 1.0
+        )
+        c_tok, c_live = fast._draw(logits, step, rows, prompt_of, alive["c"], books["c"], temperature, 1.0)
+        assert torch.equal(c_tok, t_tok) and c_live == t_live
+        assert torch.equal(alive["c"], alive["torch"])
+        stopped_any |= bool(books["torch"].stopped.any())
+    assert stopped_any and bool(alive["c"].any())
+    for field in dataclasses.fields(books["c"]):
+        c, t = getattr(books["c"], field.name), getattr(books["torch"], field.name)
+        if field.name in ("sum_logp", "sum_ent"):
+            torch.testing.assert_close(c, t, atol=1e-5, rtol=0)
+            assert not torch.equal(c, t)  # computed apart (else torch was compared with itself)
+        else:
+            assert torch.equal(c, t) if isinstance(c, torch.Tensor) else c == t, field.name
+
+
+def test_compaction_in_place_keeps_every_sample_bit_for_bit(base):
+    """The pipeline's sampling through the C step, compacting in place, against the same with
+    ``QwenDecoder``'s compaction (the cache copied, the grid rebuilt): every sample equal, its sums bit for
+    bit, with rows stopping early enough that the batch is compacted several times."""
+    import functools
+
+    fast, plain = fx.native_decoder_or_skip(base), native.NativeDecoder(base)
+    plain._compact = functools.partial(QwenDecoder._compact, plain)
+    compactions = []
+    original = fast._compact
+    fast._compact = lambda *a: compactions.append(a[-1]) or original(*a)
+    prompts = _prompts(5, seed=6)
+    kw = {"max_new_tokens": 40, "stop_token_ids": list(range(4, 30)), "seeds": range(5)}
+    a, b = plain.sample(prompts, 16, **kw), fast.sample(prompts, 16, **kw)
+    assert len(compactions) >= 2
+    assert (a.token_ids, a.stopped, a.sum_logprob, a.sum_entropy) == (
+        b.token_ids,
+        b.stopped,
+        b.sum_logprob,
+        b.sum_entropy,
+    )
+    assert 0 < sum(b.stopped) < len(b.stopped)
+
+
+def test_the_c_prefill_gives_the_model_s_keys_values_and_logits(base, monkeypatch):
+    """``NativeDecoder._prefill`` against ``QwenDecoder._prefill`` (the model's own forward) on 7 prompts of
+    different lengths in chunks of 3 (so a chunk's prompts land at an offset of the outputs): the same mask,
+    keys and values at every prompt position and last logits, up to float rounding."""
+    from maxk.generate import decode
+
+    monkeypatch.setattr(native, "PREFILL_PROMPTS", 3)
+    ref, fast = QwenDecoder(base), fx.native_decoder_or_skip(base)
+    prompts = _prompts(7, seed=8)
+    (want_k, want_v, want_mask), want_logits = ref._prefill(prompts)
+    (got_k, got_v, got_mask), got_logits = fast._prefill(prompts)
+    assert torch.equal(got_mask, want_mask) and decode.PREFILL_PROMPTS > 3
+    valid = want_mask == 0
+    for a, b in zip(got_k + got_v, want_k + want_v, strict=True):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a[:, valid], b[:, valid], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got_logits, want_logits, atol=2e-4, rtol=1e-4)
+    assert not torch.equal(got_logits, want_logits)  # computed apart
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        fast._prefill([[5, 6, fast.vocab]])
+
+
+def test_the_c_draws_hold_at_the_edges(base):
+    """Edges of the C draw against torch's (the reviewer's findings, 2026-12-01): a logit of 1e10 at
+    temperature 1.3 (a fused multiply-add once left the top token's y - max y a rounding error past exp's
+    range: token 0, log-prob inf); a uniform of 1 with every p > 0 (torch's search runs off the end and
+    takes the last token); an empty prompt is refused by the prefill."""
+    fast = fx.native_decoder_or_skip(base)
+    vocab = fast.vocab
+    logits = torch.zeros(2, vocab)
+    logits[0, 7] = 1e10
+    logits[1] = torch.linspace(-2, 2, vocab)
+    rows = torch.tensor([0, 1])
+    for temperature in (1.0, 1.3):
+        books = {k: _books(2, 1, 1, [], seed=0) for k in ("torch", "c")}
+        for b in books.values():
+            b.uniforms[1, 0, 0] = 1.0
+        t_tok, _ = QwenDecoder._draw(fast, logits, 0, rows, rows.clone(), torch.ones(2, dtype=torch.bool),
+                                     books["torch"], temperature, 1.0)  # fmt: skip
+        c_tok, _ = fast._draw(logits, 0, rows, rows.clone(), torch.ones(2, dtype=torch.bool), books["c"],
+                              temperature, 1.0)  # fmt: skip
+        assert c_tok.tolist() == t_tok.tolist() == [7, vocab - 1]
+        torch.testing.assert_close(books["c"].sum_logp, books["torch"].sum_logp, atol=1e-5, rtol=0)
+        torch.testing.assert_close(books["c"].sum_ent, books["torch"].sum_ent, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="empty"):
+        fast._prefill([[], [5, 6]])

@@ -55,6 +55,11 @@ def supports(model: Any) -> bool:
     )
 
 
+def _bias(linear: torch.nn.Linear) -> torch.Tensor:
+    """A linear layer's bias, or zeros where it has none."""
+    return linear.bias if linear.bias is not None else linear.weight.new_zeros(linear.weight.shape[0])
+
+
 def head_dim(cfg: Any) -> int:
     """The size of one attention head of a model config (Qwen2 may name it; else hidden / heads)."""
     return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -158,13 +163,15 @@ class QwenDecoder:
         for layer in inner.layers:
             att, mlp = layer.self_attn, layer.mlp
             qkv_w = torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight])
-            biases = [att.q_proj.bias, att.k_proj.bias, att.v_proj.bias]
-            qkv_b = torch.cat([b if b is not None else qkv_w.new_zeros(0) for b in biases])
+            projections = (att.q_proj, att.k_proj, att.v_proj)
+            qkv_b = None  # no biases; where only some have one, the others' are 0
+            if any(p.bias is not None for p in projections):
+                qkv_b = torch.cat([_bias(p) for p in projections])
             self.layers.append(
                 (
                     layer.input_layernorm.weight,
                     qkv_w,
-                    qkv_b if qkv_b.numel() == qkv_w.shape[0] else None,
+                    qkv_b,
                     att.o_proj.weight,
                     att.o_proj.bias,
                     layer.post_attention_layernorm.weight,
@@ -326,46 +333,79 @@ class QwenDecoder:
         # Every prompt draws n uniforms per step, one per original sample, running or not: a sample's
         # draws depend on its prompt's seed alone, never on compaction or batch-mates (drawn up front:
         # a generator's draws of [steps, n] at once are its draws of n a step, one step after another)
-        uniforms = _uniforms(seeds, n, max_new_tokens, device)
+        books = _Books(
+            uniforms=_uniforms(seeds, n, max_new_tokens, device),
+            n=n,
+            tokens=torch.zeros(total, max_new_tokens, dtype=torch.long),
+            length=torch.full((total,), max_new_tokens, dtype=torch.long),
+            sum_logp=torch.zeros(total, dtype=torch.float64),
+            sum_ent=torch.zeros(total, dtype=torch.float64),
+            stopped=torch.zeros(total, dtype=torch.bool),
+            stop=torch.tensor(sorted(set(stop_token_ids)), dtype=torch.long),
+        )
         cache = self.new_cache(total, max_new_tokens)
-        out_tokens = torch.zeros(total, max_new_tokens, dtype=torch.long)
-        out_len = torch.full((total,), max_new_tokens, dtype=torch.long)
-        sum_logp = torch.zeros(total, dtype=torch.float64)
-        sum_ent = torch.zeros(total, dtype=torch.float64)
-        stop = torch.tensor(sorted(set(stop_token_ids)), dtype=torch.long, device=device)
-
         rows = torch.arange(total)  # original row of each running row
         prompt_of = rows // n
         grid = _Grid.of(stacked, prompt_of.to(device))
         positions = torch.tensor(lengths, device=device).repeat_interleave(n)
         logits = first_logits.repeat_interleave(n, dim=0)
         alive = torch.ones(total, dtype=torch.bool)  # per running row: not yet stopped
-        stopped = torch.zeros(total, dtype=torch.bool)
         for step in range(max_new_tokens):
-            u = uniforms[prompt_of, step, rows - prompt_of * n].to(device)
-            token, logp, ent = draw_tokens(logits, u, temperature, top_p)
-            live = rows[alive]
-            out_tokens[live, step] = token.cpu()[alive]
-            sum_logp[live] += logp.double().cpu()[alive]
-            sum_ent[live] += ent.double().cpu()[alive]
-            done = alive & torch.isin(token, stop).cpu()
-            out_len[rows[done]] = step + 1
-            stopped[rows[done]] = True
-            alive &= ~done
-            if step + 1 == max_new_tokens or not bool(alive.any()):
+            token, live = self._draw(logits, step, rows, prompt_of, alive, books, temperature, top_p)
+            if step + 1 == max_new_tokens or live == 0:
                 break
-            if int((~alive).sum()) >= COMPACT_FRACTION * len(rows):
+            if len(rows) - live >= COMPACT_FRACTION * len(rows):
                 idx = alive.nonzero().squeeze(1)
                 rows, prompt_of, alive = rows[idx], prompt_of[idx], alive[idx]
                 idx = idx.to(device)
                 token, positions = token[idx], positions[idx]
-                cache = [(k.index_select(1, idx), v.index_select(1, idx)) for k, v in cache]
-                grid = _Grid.of(stacked, prompt_of.to(device))
+                cache, grid = self._compact(cache, grid, stacked, idx, prompt_of.to(device), step)
             # Rows stopped but not yet compacted away still run; their draws are not recorded.
             logits = self.step_logits(token, step, positions, grid, cache)
             positions = positions + 1
-        token_ids = [out_tokens[i, : int(out_len[i])].tolist() for i in range(total)]
-        return DecodeResult(token_ids, stopped.tolist(), sum_logp.tolist(), sum_ent.tolist())
+        token_ids = [books.tokens[i, : int(books.length[i])].tolist() for i in range(total)]
+        stopped, sum_logp, sum_ent = books.stopped.tolist(), books.sum_logp.tolist(), books.sum_ent.tolist()
+        return DecodeResult(token_ids, stopped, sum_logp, sum_ent)
+
+    def _compact(
+        self,
+        cache: list[tuple[torch.Tensor, torch.Tensor]],
+        grid: _Grid,
+        stacked: tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor],
+        idx: torch.Tensor,
+        prompt_of: torch.Tensor,
+        step: int,
+    ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], _Grid]:
+        """The cache and grid of the running rows ``idx`` (``prompt_of`` theirs) after ``step``."""
+        cache = [(k.index_select(1, idx), v.index_select(1, idx)) for k, v in cache]
+        return cache, _Grid.of(stacked, prompt_of)
+
+    def _draw(
+        self,
+        logits: torch.Tensor,
+        step: int,
+        rows: torch.Tensor,
+        prompt_of: torch.Tensor,
+        alive: torch.Tensor,
+        books: _Books,
+        temperature: float,
+        top_p: float,
+    ) -> tuple[torch.Tensor, int]:
+        """Each running row's token of ``step`` (``draw_tokens`` with its uniform of the step), recorded
+        in ``books`` for the rows still ``alive``; a stop token ends its row (``alive`` is updated in
+        place). Returns the tokens (on the model's device) and how many rows are still alive."""
+        device = logits.device
+        u = books.uniforms[prompt_of, step, rows - prompt_of * books.n].to(device)
+        token, logp, ent = draw_tokens(logits, u, temperature, top_p)
+        live = rows[alive]
+        books.tokens[live, step] = token.cpu()[alive]
+        books.sum_logp[live] += logp.double().cpu()[alive]
+        books.sum_ent[live] += ent.double().cpu()[alive]
+        done = alive & torch.isin(token.cpu(), books.stop)
+        books.length[rows[done]] = step + 1
+        books.stopped[rows[done]] = True
+        alive &= ~done
+        return token, int(alive.sum())
 
 
 def _uniforms(seeds: Sequence[int], n: int, steps: int, device: Any) -> torch.Tensor:
@@ -377,6 +417,22 @@ def _uniforms(seeds: Sequence[int], n: int, steps: int, device: Any) -> torch.Te
         generator = torch.Generator(device=device).manual_seed(int(seed))
         draws.append(torch.rand(steps, n, generator=generator, dtype=torch.float64, device=device))
     return torch.stack(draws).cpu()
+
+
+@dataclass
+class _Books:
+    """What a call of ``QwenDecoder.sample`` records, on the CPU, per original row (``tokens`` ``[rows,
+    max_new_tokens]``, ``length``, the sums of log-probs and entropies, ``stopped``), and what its draws
+    read: ``uniforms`` ``[prompts, max_new_tokens, n]`` (``_uniforms``) and the ``stop`` token ids."""
+
+    uniforms: torch.Tensor
+    n: int
+    tokens: torch.Tensor
+    length: torch.Tensor
+    sum_logp: torch.Tensor
+    sum_ent: torch.Tensor
+    stopped: torch.Tensor
+    stop: torch.Tensor
 
 
 @dataclass

@@ -1,5 +1,10 @@
-"""The decode step in C: ``NativeDecoder`` is ``QwenDecoder`` with ``step_logits`` one call of
-``kernels/decode_step.c`` instead of some fifty torch operations a step.
+"""The decode loop in C: ``NativeDecoder`` is ``QwenDecoder`` with these parts in ``kernels/decode_step.c``:
+
+- ``step_logits``: one call a step instead of some fifty torch operations;
+- ``_prefill``: the prompts through the model in the same arithmetic, unpadded, instead of the model's own
+  forward;
+- ``_draw``: each step's log-probs, entropies, draws and records in one call (top-p below 1: torch's);
+- ``_compact``: the running rows moved down within the same cache instead of a copied one.
 
 The C file is compiled at first use with the system's C compiler (``$CC``, else ``cc``, ``gcc`` or
 ``clang``) into a per-user cache (``$MAXK_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/maxk/kernels``, else
@@ -17,9 +22,10 @@ Which step runs is ``$MAXK_DECODE_KERNEL``:
 - ``native``: the C step, or an error that says why not;
 - ``torch``: ``QwenDecoder``'s own torch operations.
 
-Both compute the same logits up to float rounding (``tests/generate/test_generate_native.py``), so the
-same prompts and seeds draw the same tokens but where a draw falls within that rounding of a boundary of
-the cumulative distribution. What ran is in every generation job's provenance (``decode_kernel``).
+Both compute the same logits and draw from the same distributions up to float rounding
+(``tests/generate/test_generate_native.py``), so the same prompts and seeds draw the same tokens but where
+a draw falls within that rounding of a boundary of the cumulative distribution. What ran is in every
+generation job's provenance (``decode_kernel``).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from maxk.generate.decode import QwenDecoder, head_dim, supports
+from maxk.generate.decode import PREFILL_PROMPTS, QwenDecoder, head_dim, supports
 from maxk.io import atomic_path
 
 __all__ = ["KERNELS", "KERNEL_ENV", "NativeDecoder", "kernel_choice", "native_unavailable", "new_decoder"]
@@ -144,6 +150,17 @@ def _library(head_dim: int) -> ctypes.CDLL | str:
     lib.decode_step.restype = None
     lib.decode_work.argtypes = [_I] * 8
     lib.decode_work.restype = ctypes.c_int64
+    _L = ctypes.c_int64
+    lib.draw_step.argtypes = [_P, _L, _L, _F, _P, _L, _L, _L] + [_P] * 5 + [_L] + [_P] * 5 + [_L, _P]
+    lib.draw_scratch.argtypes = [_L]
+    lib.draw_scratch.restype = ctypes.c_int64
+    lib.draw_step.restype = ctypes.c_int64
+    lib.compact_rows.argtypes = [_P, _L, _L, _L, _L, _P, _L, _L]
+    lib.compact_rows.restype = None
+    lib.prefill.argtypes = [_P, _F, _F, _P, _P, _I, _I, _I, _I, _P, _P, _P, _P]
+    lib.prefill.restype = None
+    lib.prefill_work.argtypes = [_L, _L, _I, _I, _I, _I]
+    lib.prefill_work.restype = ctypes.c_int64
     return lib
 
 
@@ -259,12 +276,48 @@ class NativeDecoder(QwenDecoder):
             self._rope_cache = torch.stack([cos[:, 0], sin[:, 0]], dim=1).contiguous()
         return self._rope_cache
 
-    def _grid_state(self, grid: Any, cache: list, rows: int) -> dict[str, Any]:
-        """What the C step needs of a grid and cache, made once for each pair (they change on compaction)."""
+    @torch.no_grad()
+    def _prefill(self, prompts):
+        """``QwenDecoder._prefill`` in C (``prefill``): ``PREFILL_PROMPTS`` whole prompts a call, unpadded,
+        with the arithmetic of the C step; the same keys, values and last logits as the model's own forward
+        up to float rounding. A prompt's keys and values past its length are 0 (masked out, as ever)."""
+        lengths = [len(ids) for ids in prompts]
+        if not lengths or min(lengths) == 0:
+            raise ValueError("no prompts, or an empty one")
+        width, count = max(lengths), len(prompts)
+        shape = (self.kv_heads, count, width, self.head_dim)
+        keys = [torch.zeros(shape, dtype=torch.float32) for _ in self.layers]
+        values = [torch.zeros(shape, dtype=torch.float32) for _ in self.layers]
+        table = torch.tensor([[k.data_ptr(), v.data_ptr()] for k, v in zip(keys, values, strict=True)])
+        logits = torch.empty(count, self.vocab, dtype=torch.float32)
+        rope = self._rope_table(width)
+        for start in range(0, count, PREFILL_PROMPTS):
+            chunk = prompts[start : start + PREFILL_PROMPTS]
+            tokens = torch.tensor([int(t) for ids in chunk for t in ids], dtype=torch.int64)
+            if len(tokens) and not 0 <= int(tokens.min()) <= int(tokens.max()) < self.vocab:
+                raise ValueError(f"a prompt token outside the vocabulary of {self.vocab}")
+            starts = torch.tensor([0, *lengths[start : start + len(chunk)]], dtype=torch.int64).cumsum(0)
+            work = self.lib.prefill_work(len(tokens), max(lengths[start : start + len(chunk)]), self.hidden,
+                                         self.inter, self.heads, self.kv_heads)  # fmt: skip
+            buffer = torch.empty(work, dtype=torch.float32)
+            self.lib.prefill(
+                self._table.data_ptr(), self.eps, self.scale, tokens.data_ptr(), starts.data_ptr(),
+                len(chunk), start, count, width, table.data_ptr(), rope.data_ptr(), logits[start:].data_ptr(),
+                buffer.data_ptr(),
+            )  # fmt: skip
+        mask = torch.zeros(count, width, dtype=torch.float32)
+        for p, length in enumerate(lengths):
+            mask[p, length:] = -float("inf")
+        return (keys, values, mask), logits
+
+    def _grid_state(self, grid: Any, cache: list) -> dict[str, Any]:
+        """What the C step needs of a grid and cache, made once for each pair (``_compact`` keeps both and
+        updates the rows' prompts, ``prompt_of``: indices into the grid's prompts)."""
         state = self._state
         if state.get("grid") is grid and state.get("cache") is cache:
             return state
-        want = (self.kv_heads, rows, _ceil(cache[0][0].shape[2]), self.head_dim)
+        capacity, T = cache[0][0].shape[1], cache[0][0].shape[2]
+        want = (self.kv_heads, capacity, _ceil(T), self.head_dim)
         for keys, values in cache:  # the C step trusts the layout new_cache makes: check it once a grid
             for t in (keys, values):
                 if tuple(t.shape) != want or not t.is_contiguous() or t.dtype != torch.float32:
@@ -272,14 +325,17 @@ class NativeDecoder(QwenDecoder):
                         f"cache tensor {tuple(t.shape)} {t.dtype}: expected {want} float32, contiguous"
                     )
         prompt_of = (grid.slot // grid.per_prompt).contiguous()
+        if capacity < len(prompt_of):
+            raise ValueError(
+                f"cache of {capacity} rows for a grid of {len(prompt_of)}: expected at least as many"
+            )
         row_len = (grid.mask[0, :, 0, :] == 0).sum(-1)
         prompt_len = torch.zeros(grid.prompts, dtype=torch.long).index_copy_(0, prompt_of, row_len)
         keys = [F.pad(k, (0, _ceil(grid.width) - grid.width)).contiguous() for k in grid.keys_t]
         values = [v.contiguous() for v in grid.values]
         table = [[k.data_ptr(), v.data_ptr(), pk.data_ptr(), pv.data_ptr()]
                  for (k, v), pk, pv in zip(cache, keys, values, strict=True)]  # fmt: skip
-        T = cache[0][0].shape[2]
-        work = self.lib.decode_work(rows, self.hidden, self.inter, self.heads, self.kv_heads,
+        work = self.lib.decode_work(len(prompt_of), self.hidden, self.inter, self.heads, self.kv_heads,
                                     grid.per_prompt, grid.width, T)  # fmt: skip
         self._state = {
             "grid": grid, "cache": cache, "prompt_of": prompt_of, "prompt_len": prompt_len, "keys": keys,
@@ -288,11 +344,26 @@ class NativeDecoder(QwenDecoder):
         }  # fmt: skip
         return self._state
 
+    def _compact(self, cache, grid, stacked, idx, prompt_of, step) -> tuple[list, Any]:
+        """``QwenDecoder._compact`` in place: the running rows' keys and values of the first ``step``
+        positions move down to the first rows of the same cache (C, ``compact_rows``), and the grid keeps
+        every prompt of the call (a row's prompt is its index there), so nothing is allocated or rebuilt;
+        each row's arithmetic is what it was."""
+        state = self._grid_state(grid, cache)
+        idx = idx.to(torch.int64).contiguous()
+        capacity, T = cache[0][0].shape[1], cache[0][0].shape[2]
+        self.lib.compact_rows(state["table"].data_ptr(), len(self.layers), self.kv_heads, capacity, T,
+                              idx.data_ptr(), len(idx), step)  # fmt: skip
+        state["prompt_of"] = state["prompt_of"][idx].contiguous()
+        return cache, grid
+
     @torch.no_grad()
     def step_logits(self, tokens, step, positions, grid, cache) -> torch.Tensor:
         """``QwenDecoder.step_logits``, in one call of the C step."""
         rows = tokens.shape[0]
-        state = self._grid_state(grid, cache, rows)
+        state = self._grid_state(grid, cache)
+        if rows != len(state["prompt_of"]):
+            raise ValueError(f"{rows} tokens for {len(state['prompt_of'])} running rows")
         capacity, T = cache[0][0].shape[1], cache[0][0].shape[2]
         tokens = tokens.to(torch.int64).contiguous()
         positions = positions.to(torch.int64).contiguous()
@@ -305,3 +376,28 @@ class NativeDecoder(QwenDecoder):
             state["work"].data_ptr(),
         )  # fmt: skip
         return logits
+
+    def _draw(self, logits, step, rows, prompt_of, alive, books, temperature, top_p) -> tuple[Any, int]:
+        """``QwenDecoder._draw`` in one call of C (``draw_step``): the log-probs, the entropy, the draw and
+        the records of every running row, the same distribution as ``draw_tokens``'s up to float
+        rounding; top-p below 1 is ``QwenDecoder``'s."""
+        if top_p < 1.0:
+            return super()._draw(logits, step, rows, prompt_of, alive, books, temperature, top_p)
+        logits = logits.to(torch.float32).contiguous()
+        for name, t, dtype in (("rows", rows, torch.int64), ("prompt_of", prompt_of, torch.int64),
+                               ("alive", alive, torch.bool)):  # fmt: skip
+            if t.dtype != dtype or not t.is_contiguous() or t.shape != (logits.shape[0],):
+                raise ValueError(f"{name}: {t.dtype} {tuple(t.shape)}, expected {dtype} [{logits.shape[0]}]")
+        if logits.shape[1] != self.vocab:
+            raise ValueError(f"logits of {logits.shape[1]} tokens, the model has {self.vocab}")
+        token = torch.empty(len(rows), dtype=torch.int64)
+        if "draw" not in self._state:
+            self._state["draw"] = torch.empty(self.lib.draw_scratch(self.vocab), dtype=torch.float32)
+        live = self.lib.draw_step(
+            logits.data_ptr(), len(rows), self.vocab, temperature, books.uniforms.data_ptr(),
+            books.uniforms.shape[1], books.n, step, rows.data_ptr(), prompt_of.data_ptr(), alive.data_ptr(),
+            token.data_ptr(), books.tokens.data_ptr(), books.tokens.shape[1], books.sum_logp.data_ptr(),
+            books.sum_ent.data_ptr(), books.length.data_ptr(), books.stopped.data_ptr(),
+            books.stop.data_ptr(), len(books.stop), self._state["draw"].data_ptr(),
+        )  # fmt: skip
+        return token, int(live)
