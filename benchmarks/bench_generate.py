@@ -26,8 +26,10 @@ copies and indexing, elementwise arithmetic, the rest): the linear products are 
 measures, so their share of the loop's time bounds what a faster rest can bring.
 
 ``--against REV`` also times the decode loop of git revision REV (its ``src/maxk/generate/decode.py``,
-loaded from git) against today's on the same model, prompts and seeds, the two interleaved, and says how
-many samples came out identical: the check that a speed change kept the samples.
+loaded from git, and where today's loop runs the C step and REV has one, its ``native.py`` and C file,
+built apart) against today's on the same model, prompts and seeds, the two interleaved, and says how many
+samples came out identical, and how many of those bit for bit in their sums of log-probs and entropies:
+the check that a speed change kept the samples.
 
 Without ``--model``, the base the embedded default samples (``base_model.path``: ``models/base``);
 where the model's path does not exist, a random Qwen2 with the embedded base model's sizes is built in a
@@ -265,19 +267,53 @@ def profile(backend, prompts, params, share: float, target: float = 0.4) -> None
           f"{share:.0%}) needs {cut}")  # fmt: skip
 
 
-def decode_module_at(rev: str):
-    """``maxk/generate/decode.py`` as it was at git revision ``rev``, imported as a module of its own."""
-    import importlib.util
+def _source_at(rev: str, path: str) -> str | None:
+    """The text of ``path`` at git revision ``rev``, or None where it has no such file."""
     import subprocess
 
-    path = "src/maxk/generate/decode.py"
-    show = ["git", "show", f"{rev}:{path}"]
-    source = subprocess.run(show, cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    name = f"decode_at_{rev}".replace("-", "_").replace("~", "_").replace("^", "_")
+    done = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else None
+
+
+def _module_from(source: str, name: str, origin: str, file: Path | None = None):
+    import importlib.util
+
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader=None))
+    if file is not None:
+        module.__file__ = str(file)
     sys.modules[name] = module  # dataclasses look their module up
-    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)  # our own code, from git
+    exec(compile(source, origin, "exec"), module.__dict__)  # our own code, from git
     return module
+
+
+def decode_module_at(rev: str):
+    """``maxk/generate/decode.py`` as it was at git revision ``rev``, imported as a module of its own."""
+    path = "src/maxk/generate/decode.py"
+    source = _source_at(rev, path)
+    if source is None:
+        raise SystemExit(f"{rev} has no {path}")
+    tag = rev.replace("-", "_").replace("~", "_").replace("^", "_")
+    return _module_from(source, f"decode_at_{tag}", f"{rev}:{path}")
+
+
+def native_module_at(rev: str, decode):
+    """``maxk/generate/native.py`` at ``rev`` on top of that revision's ``decode`` module, building that
+    revision's C file (into its own temp dir), or None where ``rev`` has no C step."""
+    source = _source_at(rev, "src/maxk/generate/native.py")
+    c_source = _source_at(rev, "src/maxk/generate/kernels/decode_step.c")
+    if source is None or c_source is None:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="maxk-bench-"))  # its __file__, beside its kernels/ folder
+    (folder / "kernels").mkdir()
+    (folder / "kernels" / "decode_step.c").write_text(c_source)
+    saved = sys.modules.get("maxk.generate.decode")
+    sys.modules["maxk.generate.decode"] = decode  # its `from maxk.generate.decode import ...`
+    try:
+        tag = rev.replace("-", "_").replace("~", "_").replace("^", "_")
+        path = "src/maxk/generate/native.py"
+        return _module_from(source, f"native_at_{tag}", f"{rev}:{path}", folder / "native.py")
+    finally:
+        sys.modules["maxk.generate.decode"] = saved
 
 
 def against(args, backend, prompts) -> None:
@@ -286,12 +322,17 @@ def against(args, backend, prompts) -> None:
     ``args.repeats`` rounds."""
 
     old = decode_module_at(args.against)
+    if backend.decoder.kernel == "native":  # the C step against the C step of that revision, if it has one
+        native = native_module_at(args.against, old)
+        make_old = old.QwenDecoder if native is None else native.NativeDecoder
+    else:
+        make_old = old.QwenDecoder
     ids = [backend.encode(p) for p in prompts]
     stops = [backend.tokenizer.eos_token_id]
     per_call = max(1, args.max_batch_size // args.n)
     best, samples = {}, {}
     for _ in range(args.repeats):
-        for name, decoder in ((args.against, old.QwenDecoder(backend.model)), ("today", backend.decoder)):
+        for name, decoder in ((args.against, make_old(backend.model)), ("today", backend.decoder)):
             t0, out = time.perf_counter(), []
             for start in range(0, len(ids), per_call):
                 chunk = ids[start : start + per_call]
@@ -299,14 +340,18 @@ def against(args, backend, prompts) -> None:
                 res = decoder.sample(
                     chunk, args.n, max_new_tokens=args.max_new_tokens, stop_token_ids=stops, seeds=seeds
                 )
-                out += res.token_ids
+                out += list(zip(res.token_ids, res.stopped, res.sum_logprob, res.sum_entropy, strict=True))
             best[name] = min(best.get(name, float("inf")), time.perf_counter() - t0)
             samples[name] = out
-    same = sum(a == b for a, b in zip(samples[args.against], samples["today"], strict=True))
+    pairs = list(zip(samples[args.against], samples["today"], strict=True))
+    same = sum(a[0] == b[0] for a, b in pairs)
+    exact = sum(a == b for a, b in pairs)  # tokens, stop, sums of log-probs and entropies, bit for bit
+    old_kernel = getattr(make_old, "kernel", "torch")
     print(
-        f"decode loop at {args.against}: {best[args.against]:.2f}s, today: {best['today']:.2f}s (best of "
-        f"{args.repeats}): {best[args.against] / best['today']:.2f}x; identical samples {same} of "
-        f"{len(samples['today'])}"
+        f"decode loop at {args.against} ({old_kernel} step): {best[args.against]:.2f}s, today "
+        f"({backend.decoder.kernel} step): {best['today']:.2f}s (best of {args.repeats}): "
+        f"{best[args.against] / best['today']:.2f}x; identical samples {same} of {len(pairs)} ({exact} "
+        "with bit-identical log-prob and entropy sums)"
     )
 
 
