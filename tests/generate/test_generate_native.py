@@ -176,16 +176,7 @@ def test_what_the_c_step_trusts_is_checked(base):
 def _books(total: int, n: int, steps: int, stop: list[int], seed: int):
     from maxk.generate.decode import _Books, _uniforms
 
-    return _Books(
-        uniforms=_uniforms(range(seed, seed + total // n), n, steps, "cpu"),
-        n=n,
-        tokens=torch.zeros(total, steps, dtype=torch.long),
-        length=torch.full((total,), steps, dtype=torch.long),
-        sum_logp=torch.zeros(total, dtype=torch.float64),
-        sum_ent=torch.zeros(total, dtype=torch.float64),
-        stopped=torch.zeros(total, dtype=torch.bool),
-        stop=torch.tensor(stop),
-    )
+    return _Books.empty(_uniforms(range(seed, seed + total // n), n, steps, "cpu"), n, stop)
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])

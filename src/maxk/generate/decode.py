@@ -333,16 +333,7 @@ class QwenDecoder:
         # Every prompt draws n uniforms per step, one per original sample, running or not: a sample's
         # draws depend on its prompt's seed alone, never on compaction or batch-mates (drawn up front:
         # a generator's draws of [steps, n] at once are its draws of n a step, one step after another)
-        books = _Books(
-            uniforms=_uniforms(seeds, n, max_new_tokens, device),
-            n=n,
-            tokens=torch.zeros(total, max_new_tokens, dtype=torch.long),
-            length=torch.full((total,), max_new_tokens, dtype=torch.long),
-            sum_logp=torch.zeros(total, dtype=torch.float64),
-            sum_ent=torch.zeros(total, dtype=torch.float64),
-            stopped=torch.zeros(total, dtype=torch.bool),
-            stop=torch.tensor(sorted(set(stop_token_ids)), dtype=torch.long),
-        )
+        books = _Books.empty(_uniforms(seeds, n, max_new_tokens, device), n, stop_token_ids)
         cache = self.new_cache(total, max_new_tokens)
         rows = torch.arange(total)  # original row of each running row
         prompt_of = rows // n
@@ -433,6 +424,22 @@ class _Books:
     sum_ent: torch.Tensor
     stopped: torch.Tensor
     stop: torch.Tensor
+
+    @classmethod
+    def empty(cls, uniforms: torch.Tensor, n: int, stop_token_ids: Sequence[int]) -> _Books:
+        """Nothing recorded yet for the ``prompts x n`` rows of ``uniforms`` (each at full length until
+        it stops)."""
+        total, steps = uniforms.shape[0] * n, uniforms.shape[1]
+        return cls(
+            uniforms=uniforms,
+            n=n,
+            tokens=torch.zeros(total, steps, dtype=torch.long),
+            length=torch.full((total,), steps, dtype=torch.long),
+            sum_logp=torch.zeros(total, dtype=torch.float64),
+            sum_ent=torch.zeros(total, dtype=torch.float64),
+            stopped=torch.zeros(total, dtype=torch.bool),
+            stop=torch.tensor(sorted(set(stop_token_ids)), dtype=torch.long),
+        )
 
 
 @dataclass

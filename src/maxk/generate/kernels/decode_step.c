@@ -196,6 +196,27 @@ static void own_mix(const float *P, int nq, int ldp, int n, const float *V, floa
         for (int b = 0; b < DV; b++) st(O + q * D + VW * b, acc[q][b]);
 }
 
+/* A row of scores S[0 .. n) into exp(S - max S) in place, S[n .. end) masked to 0 (end a multiple of VW,
+   at most the row's room); returns 1 / the sum of the exps. */
+static inline float softmax_row(float *srow, int n, int end) {
+    for (int w = n; w < end; w++) srow[w] = -INFINITY;
+    vf mv = ld(srow);
+    for (int w = VW; w < end; w += VW) {
+        vf xv = ld(srow + w);
+        mv = vsel(xv > mv, xv, mv);
+    }
+    float m = mv[0];
+    for (int i = 1; i < VW; i++) m = mv[i] > m ? mv[i] : m;
+    vf sv = {0};
+#pragma GCC unroll 4
+    for (int w = 0; w < end; w += VW) {
+        vf e = vexp(ld(srow + w) - m);
+        sv += e;
+        st(srow + w, e);
+    }
+    return 1.0f / hsum(sv);
+}
+
 static void rope(const float *x, const float *c, const float *s, int d, float scale, float *out) {
     int half = d / 2;
     for (int i = 0; i < half; i++) out[i] = (x[i] * c[i] - x[i + half] * s[i]) * scale;
@@ -250,25 +271,7 @@ static void attention(const float *qkv, const float *cos_, const float *sin_, fl
                 /* own keys: S[q, L + t]; a scratch row of 16 past the end takes the padding */
                 own_scores(Q + q0 * D, g, kt, own, S + (int64_t)q0 * lds + L, lds);
             }
-            for (int q = 0; q < nq; q++) {
-                float *srow = S + (int64_t)q * lds;
-                for (int w = n; w < n16; w++) srow[w] = -INFINITY;
-                vf mv = ld(srow);
-                for (int w = VW; w < n16; w += VW) {
-                    vf xv = ld(srow + w);
-                    mv = vsel(xv > mv, xv, mv);
-                }
-                float m = mv[0];
-                for (int i = 1; i < VW; i++) m = mv[i] > m ? mv[i] : m;
-                vf sv = {0};
-#pragma GCC unroll 4
-                for (int w = 0; w < n16; w += VW) {
-                    vf e = vexp(ld(srow + w) - m);
-                    sv += e;
-                    st(srow + w, e);
-                }
-                INV[q] = 1.0f / hsum(sv);
-            }
+            for (int q = 0; q < nq; q++) INV[q] = softmax_row(S + (int64_t)q * lds, n, n16);
             memset(O, 0, (size_t)nq * d * 4);
             mix(S, nq, lds, L, pv + ((int64_t)j * P + p) * W * d, O);
             for (int r = start; r < end; r++) {
@@ -302,6 +305,34 @@ static void linear(const float *X, int rows, int in, const float *Wt, int out, f
 
 enum { L_LN1, L_QKV_W, L_QKV_B, L_O_W, L_O_B, L_LN2, L_GU_W, L_DOWN_W, L_N };
 
+/* A layer's q/k/v of rows x [rows, hid] (Lp: its L_N weight pointers): qkv = RMSNorm(x) W_qkv^T + b. */
+static void qkv_projection(const int64_t *Lp, const float *x, int rows, int hid, int qkv_n, float eps, float *xn,
+                           float *qkv) {
+    const float *qkv_b = (const float *)Lp[L_QKV_B];
+    rms_norm(x, (const float *)Lp[L_LN1], xn, rows, hid, eps);
+    for (int r = 0; r < rows; r++) {
+        float *q = qkv + (int64_t)r * qkv_n;
+        if (qkv_b) memcpy(q, qkv_b, sizeof(float) * qkv_n);
+        else memset(q, 0, sizeof(float) * qkv_n);
+    }
+    linear(xn, rows, hid, (const float *)Lp[L_QKV_W], qkv_n, 1.0f, qkv);
+}
+
+/* The rest of a layer after attention's output att [rows, hd]: x += att W_o^T + b_o, then the MLP,
+   x += (SiLU(gate) up) W_down^T with gate, up = RMSNorm(x) W_gu^T. */
+static void after_attention(const int64_t *Lp, const float *att, int rows, int hid, int hd, int inter, float eps,
+                            float *x, float *xn, float *gu, float *act) {
+    const float *o_b = (const float *)Lp[L_O_B];
+    linear(att, rows, hd, (const float *)Lp[L_O_W], hid, 1.0f, x);
+    if (o_b)
+        for (int r = 0; r < rows; r++)
+            for (int i = 0; i < hid; i++) x[(int64_t)r * hid + i] += o_b[i];
+    rms_norm(x, (const float *)Lp[L_LN2], xn, rows, hid, eps);
+    linear(xn, rows, hid, (const float *)Lp[L_GU_W], 2 * inter, 0.0f, gu);
+    silu_mul(gu, act, rows, inter);
+    linear(act, rows, inter, (const float *)Lp[L_DOWN_W], hid, 1.0f, x);
+}
+
 /* model: [layers, hidden, inter, vocab, heads, kv_heads, embed, norm, lm_head, then L_N pointers a layer]
    (pointers as int64; a missing bias 0). caches: [layers, 4] pointers: own keys, own values, prompt keys
    (transposed, W16 wide), prompt values. rope: [positions, 2, D] cos then sin. */
@@ -325,24 +356,10 @@ void decode_step(const int64_t *model, float eps, float scale, const int64_t *ca
     }
     for (int li = 0; li < layers; li++) {
         const int64_t *Lp = model + 9 + li * L_N, *C = caches + li * 4;
-        const float *qkv_b = (const float *)Lp[L_QKV_B], *o_b = (const float *)Lp[L_O_B];
-        rms_norm(x, (const float *)Lp[L_LN1], xn, rows, hid, eps);
-        for (int r = 0; r < rows; r++) {
-            float *q = qkv + (int64_t)r * qkv_n;
-            if (qkv_b) memcpy(q, qkv_b, sizeof(float) * qkv_n);
-            else memset(q, 0, sizeof(float) * qkv_n);
-        }
-        linear(xn, rows, hid, (const float *)Lp[L_QKV_W], qkv_n, 1.0f, qkv);
+        qkv_projection(Lp, x, rows, hid, qkv_n, eps, xn, qkv);
         attention(qkv, cs, sn, (float *)C[0], (float *)C[1], cap, T, step, (const float *)C[2],
                   (const float *)C[3], pidx, plen, P, W, rows, h, kvh, D, scale, att, scratch, per_prompt);
-        linear(att, rows, h * D, (const float *)Lp[L_O_W], hid, 1.0f, x);
-        if (o_b)
-            for (int r = 0; r < rows; r++)
-                for (int i = 0; i < hid; i++) x[(int64_t)r * hid + i] += o_b[i];
-        rms_norm(x, (const float *)Lp[L_LN2], xn, rows, hid, eps);
-        linear(xn, rows, hid, (const float *)Lp[L_GU_W], 2 * inter, 0.0f, gu);
-        silu_mul(gu, act, rows, inter);
-        linear(act, rows, inter, (const float *)Lp[L_DOWN_W], hid, 1.0f, x);
+        after_attention(Lp, att, rows, hid, h * D, inter, eps, x, xn, gu, act);
     }
     rms_norm(x, norm, xn, rows, hid, eps);
     linear(xn, rows, hid, lm_head, vocab, 0.0f, logits);
@@ -380,25 +397,11 @@ static void prefill_attention(const float *qkv, const float *cos_, const float *
                 for (int w = L; w < L16; w++) KT[(int64_t)d * L16 + w] = 0.0f;
             }
             scores(Q, nq, KT, L16, L, S, lds);
-            for (int q = 0; q < nq; q++) {
-                int i = q / g, n = i + 1, n16 = (n + VW - 1) / VW * VW;
+            for (int q = 0; q < nq; q++) {  /* query at position q / g sees keys 0 .. q / g */
+                int n = q / g + 1, nv = (n + VW - 1) / VW * VW;
                 float *srow = S + (int64_t)q * lds;
-                for (int w = n; w < n16; w++) srow[w] = -INFINITY;
-                vf mv = ld(srow);
-                for (int w = VW; w < n16; w += VW) {
-                    vf xv = ld(srow + w);
-                    mv = vsel(xv > mv, xv, mv);
-                }
-                float m = mv[0];
-                for (int k = 1; k < VW; k++) m = mv[k] > m ? mv[k] : m;
-                vf sv = {0};
-                for (int w = 0; w < n16; w += VW) {
-                    vf e = vexp(ld(srow + w) - m);
-                    sv += e;
-                    st(srow + w, e);
-                }
-                INV[q] = 1.0f / hsum(sv);
-                for (int w = n16; w < L16; w++) srow[w] = 0.0f;  /* later keys: weight 0 in the mix */
+                INV[q] = softmax_row(srow, n, nv);
+                for (int w = nv; w < L16; w++) srow[w] = 0.0f;  /* later keys: weight 0 in the mix */
             }
             memset(O, 0, (size_t)nq * D * 4);
             mix(S, nq, lds, L, V, O);
@@ -431,24 +434,10 @@ void prefill(const int64_t *model, float eps, float scale, const int64_t *tokens
         }
     for (int li = 0; li < layers; li++) {
         const int64_t *Lp = model + 9 + li * L_N;
-        const float *qkv_b = (const float *)Lp[L_QKV_B], *o_b = (const float *)Lp[L_O_B];
         float *keys[1] = {(float *)kv[li * 2]}, *values[1] = {(float *)kv[li * 2 + 1]};
-        rms_norm(x, (const float *)Lp[L_LN1], xn, N, hid, eps);
-        for (int r = 0; r < N; r++) {
-            float *q = qkv + (int64_t)r * qkv_n;
-            if (qkv_b) memcpy(q, qkv_b, sizeof(float) * qkv_n);
-            else memset(q, 0, sizeof(float) * qkv_n);
-        }
-        linear(xn, N, hid, (const float *)Lp[L_QKV_W], qkv_n, 1.0f, qkv);
+        qkv_projection(Lp, x, N, hid, qkv_n, eps, xn, qkv);
         prefill_attention(qkv, cs, sn, starts, P, p0, Ptot, W, keys, values, h, kvh, scale, att, scratch, lmax);
-        linear(att, N, h * D, (const float *)Lp[L_O_W], hid, 1.0f, x);
-        if (o_b)
-            for (int r = 0; r < N; r++)
-                for (int i = 0; i < hid; i++) x[(int64_t)r * hid + i] += o_b[i];
-        rms_norm(x, (const float *)Lp[L_LN2], xn, N, hid, eps);
-        linear(xn, N, hid, (const float *)Lp[L_GU_W], 2 * inter, 0.0f, gu);
-        silu_mul(gu, act, N, inter);
-        linear(act, N, inter, (const float *)Lp[L_DOWN_W], hid, 1.0f, x);
+        after_attention(Lp, att, N, hid, h * D, inter, eps, x, xn, gu, act);
     }
     for (int p = 0; p < P; p++)  /* each prompt's last token */
         rms_norm(x + (starts[p + 1] - 1) * hid, norm, xn + (int64_t)p * hid, 1, hid, eps);
