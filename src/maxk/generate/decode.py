@@ -60,6 +60,15 @@ def _bias(linear: torch.nn.Linear) -> torch.Tensor:
     return linear.bias if linear.bias is not None else linear.weight.new_zeros(linear.weight.shape[0])
 
 
+def padding_mask(lengths: Sequence[int], width: int) -> torch.Tensor:
+    """The additive mask ``[prompts, width]`` of prompts padded on the right: 0 on a prompt's tokens, -inf
+    past its length."""
+    mask = torch.zeros(len(lengths), width, dtype=torch.float32)
+    for p, length in enumerate(lengths):
+        mask[p, length:] = -float("inf")
+    return mask
+
+
 def head_dim(cfg: Any) -> int:
     """The size of one attention head of a model config (Qwen2 may name it; else hidden / heads)."""
     return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -228,9 +237,7 @@ class QwenDecoder:
                 keys[li].append(F.pad(layer.keys, pad))
                 values[li].append(F.pad(layer.values, pad))
             hidden.append(out.last_hidden_state[torch.arange(part.shape[0], device=device), last[rows]])
-        mask = torch.zeros(len(prompts), width, device=device, dtype=torch.float32)
-        for p, length in enumerate(lengths):
-            mask[p, length:] = -float("inf")
+        mask = padding_mask(lengths, width).to(device)
         stacked_keys = [torch.cat(k).transpose(0, 1).contiguous() for k in keys]
         stacked_values = [torch.cat(v).transpose(0, 1).contiguous() for v in values]
         return (stacked_keys, stacked_values, mask), self.model.lm_head(torch.cat(hidden))

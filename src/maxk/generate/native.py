@@ -44,7 +44,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from maxk.generate.decode import PREFILL_PROMPTS, QwenDecoder, head_dim, supports
+from maxk.generate.decode import PREFILL_PROMPTS, QwenDecoder, head_dim, padding_mask, supports
 from maxk.io import atomic_path
 
 __all__ = ["KERNELS", "KERNEL_ENV", "NativeDecoder", "kernel_choice", "native_unavailable", "new_decoder"]
@@ -250,6 +250,7 @@ class NativeDecoder(QwenDecoder):
                 f"the C decode step runs float32 weights on a CPU; this model has {sorted(wrong)}"
             )
         self._table = torch.tensor(table, dtype=torch.int64)
+        self._draw_scratch = torch.empty(self.lib.draw_scratch(self.vocab), dtype=torch.float32)
         self._state = {}
 
     def sample(self, *args: Any, **kwargs: Any) -> Any:
@@ -291,24 +292,23 @@ class NativeDecoder(QwenDecoder):
         table = torch.tensor([[k.data_ptr(), v.data_ptr()] for k, v in zip(keys, values, strict=True)])
         logits = torch.empty(count, self.vocab, dtype=torch.float32)
         rope = self._rope_table(width)
-        for start in range(0, count, PREFILL_PROMPTS):
+        chunks = range(0, count, PREFILL_PROMPTS)
+        sizes = [(sum(part), max(part)) for part in (lengths[c : c + PREFILL_PROMPTS] for c in chunks)]
+        work = max(self.lib.prefill_work(tokens, longest, self.hidden, self.inter, self.heads, self.kv_heads)
+                   for tokens, longest in sizes)  # fmt: skip
+        buffer = torch.empty(work, dtype=torch.float32)  # one for every chunk
+        for start in chunks:
             chunk = prompts[start : start + PREFILL_PROMPTS]
             tokens = torch.tensor([int(t) for ids in chunk for t in ids], dtype=torch.int64)
-            if len(tokens) and not 0 <= int(tokens.min()) <= int(tokens.max()) < self.vocab:
+            if not 0 <= int(tokens.min()) <= int(tokens.max()) < self.vocab:
                 raise ValueError(f"a prompt token outside the vocabulary of {self.vocab}")
             starts = torch.tensor([0, *lengths[start : start + len(chunk)]], dtype=torch.int64).cumsum(0)
-            work = self.lib.prefill_work(len(tokens), max(lengths[start : start + len(chunk)]), self.hidden,
-                                         self.inter, self.heads, self.kv_heads)  # fmt: skip
-            buffer = torch.empty(work, dtype=torch.float32)
             self.lib.prefill(
                 self._table.data_ptr(), self.eps, self.scale, tokens.data_ptr(), starts.data_ptr(),
                 len(chunk), start, count, width, table.data_ptr(), rope.data_ptr(), logits[start:].data_ptr(),
                 buffer.data_ptr(),
             )  # fmt: skip
-        mask = torch.zeros(count, width, dtype=torch.float32)
-        for p, length in enumerate(lengths):
-            mask[p, length:] = -float("inf")
-        return (keys, values, mask), logits
+        return (keys, values, padding_mask(lengths, width)), logits
 
     def _grid_state(self, grid: Any, cache: list) -> dict[str, Any]:
         """What the C step needs of a grid and cache, made once for each pair (``_compact`` keeps both and
@@ -391,13 +391,11 @@ class NativeDecoder(QwenDecoder):
         if logits.shape[1] != self.vocab:
             raise ValueError(f"logits of {logits.shape[1]} tokens, the model has {self.vocab}")
         token = torch.empty(len(rows), dtype=torch.int64)
-        if "draw" not in self._state:
-            self._state["draw"] = torch.empty(self.lib.draw_scratch(self.vocab), dtype=torch.float32)
         live = self.lib.draw_step(
             logits.data_ptr(), len(rows), self.vocab, temperature, books.uniforms.data_ptr(),
             books.uniforms.shape[1], books.n, step, rows.data_ptr(), prompt_of.data_ptr(), alive.data_ptr(),
             token.data_ptr(), books.tokens.data_ptr(), books.tokens.shape[1], books.sum_logp.data_ptr(),
             books.sum_ent.data_ptr(), books.length.data_ptr(), books.stopped.data_ptr(),
-            books.stop.data_ptr(), len(books.stop), self._state["draw"].data_ptr(),
+            books.stop.data_ptr(), len(books.stop), self._draw_scratch.data_ptr(),
         )  # fmt: skip
         return token, int(live)
