@@ -8,10 +8,12 @@ update's share of its roofline.
         [--runs 2 4 8] [--groups 8]
 
 Modes: TRL's computation; the shared prompt with pass 2 in 1 length run (as wide as the micro-batch's
-longest completion) and in each of ``--runs`` runs (``maxk.train.shared_prompt.RUNS`` is the default), at
-the default runs with the other LM head (``maxk.train.shared_prompt.HEAD``: TRL's fused kernel or
-``head_logps``), and at the default runs with SDPA given the key/value heads as they are (``enable_gqa``,
-transformers' ``TRANSFORMERS_SDPA_FORCE_GQA``) instead of repeated to the query heads. Embedded shape: 8
+longest completion) and in each of ``--runs`` runs (``maxk.train.shared_prompt.RUNS`` is the default), all
+with the attention ``$MAXK_TRAIN_KERNEL`` picks (``maxk.train.native_attention``: C or torch's SDPA) and the
+default LM head (``maxk.train.shared_prompt.HEAD``); at the default runs with the other head (TRL's fused
+kernel or ``head_logps``), with torch's attention and TRL's head (the update before the C
+kernels), and with that SDPA given the key/value heads as they are (``enable_gqa``, transformers'
+``TRANSFORMERS_SDPA_FORCE_GQA``) instead of repeated to the query heads. Embedded shape: 8
 groups x 8 completions per micro-batch (``train.per_device_train_batch_size``), the prompts of 8 suite
 problems built with ``maxk.data.prompts.build_prompt``, completions of 16 to
 ``train.max_completion_length`` (96) random tokens. The model is the base the embedded default samples
@@ -169,6 +171,7 @@ def main() -> None:
     import maxk.train.shared_prompt as sp
     from maxk.config import job_config, load_config
     from maxk.io import read_jsonl
+    from maxk.train import native_attention
     from maxk.train.grpo import MaxKGRPOConfig, MaxKGRPOTrainer
     from maxk.train.launch import grpo_kwargs, run_config
 
@@ -207,35 +210,50 @@ def main() -> None:
 
     share = trainer._can_share_prompts
     default_runs, default_head = sp.RUNS, sp.HEAD
-    # mode -> (predicate, pass 2's length runs, its LM head, GQA inside SDPA): TRL's computation, then the
-    # shared prompt at 1 run (one pass 2 as wide as the micro-batch's longest completion) and at each of
-    # --runs, at the default runs with the other head, and with the key/value heads passed to SDPA as they
-    # are (transformers' TRANSFORMERS_SDPA_FORCE_GQA; else it repeats them to the query heads on a CPU)
-    modes = {"unshared (TRL)": (lambda *args, **kw: False, 1, default_head, False)}
+    kernel = native_attention.kernel_for(trainer.model)
+    resolved = default_head if default_head != "auto" else "plain" if kernel == "native" else "fused"
+    # mode -> (predicate, pass 2's length runs, its LM head, GQA inside SDPA, $MAXK_TRAIN_KERNEL): TRL's
+    # computation, then the shared prompt at 1 run (one pass 2 as wide as the micro-batch's longest
+    # completion) and at each of --runs, at the default runs with each other head, with torch's attention
+    # and TRL's head, and that with the key/value heads passed to SDPA as they are (transformers'
+    # TRANSFORMERS_SDPA_FORCE_GQA; else it repeats them to the query heads on a CPU)
+    modes = {"unshared (TRL)": (lambda *args, **kw: False, 1, default_head, False, kernel)}
     modes |= {
-        f"shared, {r} run{'s' * (r > 1)}": (share, r, default_head, False) for r in sorted({1, *a.runs})
+        f"shared, {r} run{'s' * (r > 1)}": (share, r, default_head, False, kernel)
+        for r in sorted({1, *a.runs})
     }
-    other = "fused" if default_head == "plain" else "plain"
-    modes[f"shared, {default_runs} runs, {other} head"] = (share, default_runs, other, False)
-    modes[f"shared, {default_runs} runs, GQA in SDPA"] = (share, default_runs, default_head, True)
-    force_gqa = os.environ.get(GQA_ENV)
+    for other in ("fused", "plain"):
+        if other != resolved:
+            modes[f"shared, {default_runs} runs, {other} head"] = (share, default_runs, other, False, kernel)
+    if kernel == "native":
+        modes[f"shared, {default_runs} runs, torch attention"] = (
+            share,
+            default_runs,
+            "fused",
+            False,
+            "torch",
+        )
+    modes[f"shared, {default_runs} runs, GQA in SDPA"] = (share, default_runs, "fused", True, "torch")
+    force_gqa, chosen = os.environ.get(GQA_ENV), os.environ.get(native_attention.KERNEL_ENV)
     times = {m: [] for m in modes}
     nograd = {m: [] for m in modes}
     grads = {}
     for rep in range(a.repeats + 1):  # the first round warms up; modes interleaved against drift
-        for mode, (predicate, runs, head, gqa) in modes.items():
+        for mode, (predicate, runs, head, gqa, kern) in modes.items():
             trainer._can_share_prompts, sp.RUNS, sp.HEAD = predicate, runs, head
             os.environ[GQA_ENV] = "1" if gqa else "0"
+            os.environ[native_attention.KERNEL_ENV] = kern
             seconds, grads[mode] = update(trainer, batch)
             fwd = timed(logp_pass, trainer, trainer.model, batch)
             if rep:
                 times[mode].append(seconds)
                 nograd[mode].append(fwd)
     trainer._can_share_prompts, sp.RUNS, sp.HEAD = share, default_runs, default_head
-    if force_gqa is None:
-        os.environ.pop(GQA_ENV)
-    else:
-        os.environ[GQA_ENV] = force_gqa
+    for name, value in ((GQA_ENV, force_gqa), (native_attention.KERNEL_ENV, chosen)):
+        if value is None:
+            os.environ.pop(name)
+        else:
+            os.environ[name] = value
     trl = grads.pop("unshared (TRL)")
     diff = max((got[k] - g).abs().max().item() for got in grads.values() for k, g in trl.items())
 
@@ -246,12 +264,14 @@ def main() -> None:
         f"{batch['completion_ids'].shape[1]} (mean {batch['completion_mask'].sum().item() / rows:.0f})"
     )
     print(f"model: {sum(p.numel() for p in trainer.model.parameters()):,} parameters; method {a.method}; "
-          f"threads {a.threads}; median of {a.repeats}")  # fmt: skip
+          f"threads {a.threads}; median of {a.repeats}; attention {kernel}, head {resolved}")  # fmt: skip
     print(f"max |grad difference| shared vs unshared: {diff:.2e}")
     base, nb = statistics.median(times["unshared (TRL)"]), statistics.median(nograd["unshared (TRL)"])
     print(f"  {'':30s} {'update (fwd+bwd)':>22s} {'no-grad log-probs':>22s}   (ratio: TRL / mode)")
     default_mode = next(
-        m for m in modes if modes[m][1:] == (default_runs, default_head, False) and m != "unshared (TRL)"
+        m
+        for m in modes
+        if modes[m][1:] == (default_runs, default_head, False, kernel) and m != "unshared (TRL)"
     )
     for mode in modes:
         up, ng = statistics.median(times[mode]), statistics.median(nograd[mode])

@@ -13,6 +13,7 @@ import gen_fixtures as fx
 import pytest
 import torch
 
+from maxk import ckernels
 from maxk.generate import native
 from maxk.generate.decode import QwenDecoder, _Grid
 
@@ -130,14 +131,15 @@ def test_the_library_is_built_once_into_the_cache(tmp_path, monkeypatch):
         pytest.skip("no C compiler here")
     monkeypatch.setenv("MAXK_KERNEL_CACHE", str(tmp_path / "kernels"))
     flags = ["-O1", "-fPIC", "-shared", "-DHEAD_DIM=16"]
-    built = native._build(compiler, flags)
+    built = ckernels.build(native.SOURCE, compiler, flags)
     assert built.parent == tmp_path / "kernels" and built.name.startswith("decode_step-")
     assert [p.name for p in built.parent.iterdir()] == [built.name]
     stamp = built.stat().st_mtime_ns
-    assert native._build(compiler, flags) == built and built.stat().st_mtime_ns == stamp
-    assert native._build(compiler, [*flags, "-DVARIANT"]) != built  # other flags, another file
+    assert ckernels.build(native.SOURCE, compiler, flags) == built and built.stat().st_mtime_ns == stamp
+    other = ckernels.build(native.SOURCE, compiler, [*flags, "-DVARIANT"])
+    assert other != built  # other flags, another file
     with pytest.raises(RuntimeError, match=r"(?s)failed:\n.*error:"):
-        native._build(compiler, [*flags[:-1], "-DHEAD_DIM=("])
+        ckernels.build(native.SOURCE, compiler, [*flags[:-1], "-DHEAD_DIM=("])
     assert not [p for p in built.parent.iterdir() if p.name.startswith(".")]
 
 

@@ -92,13 +92,26 @@ LAYOUTS = {
 }
 
 
+@pytest.fixture(params=["native", "torch"])
+def kernel(request, monkeypatch):
+    """The shared-prompt passes' attention (``$MAXK_TRAIN_KERNEL``): C, or torch's SDPA."""
+    from maxk.train import native_attention
+
+    lib = native_attention._library()
+    if request.param == "native" and isinstance(lib, str):
+        pytest.skip(f"no C attention here: {lib}")
+    monkeypatch.setenv(native_attention.KERNEL_ENV, request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("head", ["fused", "plain"])
 @pytest.mark.parametrize("grad", [True, False])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("batch_size", [None, 2 * N])
-def test_shared_prompt_equals_trl(two_layer_dir, tmp_path, spy, monkeypatch, grad, layout, batch_size, head):
-    import maxk.train.shared_prompt as sp
-
+def test_shared_prompt_equals_trl(
+    two_layer_dir, tmp_path, spy, monkeypatch, grad, layout, batch_size, head, kernel
+):
+    """With either attention and either LM head, TRL's numbers."""
     monkeypatch.setattr(sp, "HEAD", head)  # pass 2's LM head: TRL's fused kernel or head_logps
     trainer = make_trainer(two_layer_dir, tmp_path, temperature=0.7, beta=0.0)
     model = trainer.model

@@ -6,13 +6,8 @@
 - ``_draw``: each step's log-probs, entropies, draws and records in one call (top-p below 1: torch's);
 - ``_compact``: the running rows moved down within the same cache instead of a copied one.
 
-The C file is compiled at first use with the system's C compiler (``$CC``, else ``cc``, ``gcc`` or
-``clang``) into a per-user cache (``$MAXK_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/maxk/kernels``, else
-``~/.cache/maxk/kernels``), one library per source, compiler, head size and vector width, written under a
-temporary name and renamed, so concurrent jobs never load half a file. Its matrix products call the
-``sgemm_`` of the BLAS torch links (MKL in torch's x86 wheels); its vector width follows torch's kernel
-path (``torch.backends.cpu.get_cpu_capability()``, which ``ATEN_CPU_CAPABILITY`` sets): AVX-512, AVX2 or
-none.
+The C file is built at first use by ``maxk.ckernels`` (the system's C compiler, a per-user cache, the
+``sgemm_`` of the BLAS torch links, the vector width of torch's kernel path), one library per head size.
 
 Which step runs is ``$MAXK_DECODE_KERNEL``:
 
@@ -32,20 +27,16 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import logging
 import os
-import platform
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from maxk import ckernels
 from maxk.generate.decode import PREFILL_PROMPTS, QwenDecoder, head_dim, padding_mask, supports
-from maxk.io import atomic_path
 
 __all__ = ["KERNELS", "KERNEL_ENV", "NativeDecoder", "kernel_choice", "native_unavailable", "new_decoder"]
 
@@ -61,8 +52,6 @@ MAX_GROUP = 8
 MAX_HEAD_DIM = 128
 #: The generated-token cache and the prompt keys are padded to multiples of this many positions.
 PAD = 16
-#: Seconds a build may take before it counts as failed (it takes about one).
-BUILD_TIMEOUT_S = 600
 
 _I, _F, _P = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
 
@@ -75,77 +64,16 @@ def kernel_choice() -> str:
     return value
 
 
-def _isa_flags() -> list[str]:
-    """Compiler flags for the vector width of torch's kernel path on this CPU."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return []
-    capability = torch.backends.cpu.get_cpu_capability().upper()
-    if capability.startswith("AVX512"):
-        return ["-mavx512f", "-mavx512dq", "-mavx512bw", "-mavx512vl", "-mavx2", "-mfma"]
-    if capability == "AVX2":
-        return ["-mavx2", "-mfma"]
-    return []
-
-
-def _cache_dir() -> Path:
-    if os.environ.get("MAXK_KERNEL_CACHE"):
-        return Path(os.environ["MAXK_KERNEL_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "maxk" / "kernels"
-
-
 def _compiler() -> str | None:
-    found = (shutil.which(name) for name in (os.environ.get("CC"), "cc", "gcc", "clang") if name)
-    return next((path for path in found if path), None)
-
-
-def _sgemm() -> int | None:
-    """The address of ``sgemm_`` in the BLAS torch links, or None."""
-    lib_dir = Path(torch.__file__).parent / "lib"
-    for name in ("libtorch_cpu.so", "libtorch_cpu.dylib"):
-        if (lib_dir / name).exists():
-            try:
-                return ctypes.cast(ctypes.CDLL(str(lib_dir / name)).sgemm_, ctypes.c_void_p).value
-            except (AttributeError, OSError):
-                return None
-    return None
-
-
-def _build(compiler: str, flags: list[str]) -> Path:
-    """The compiled library for ``flags`` (built into the cache if it is not there yet)."""
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), version, *flags]).encode()).hexdigest()[:16]
-    cache = _cache_dir()
-    target = cache / f"decode_step-{key}.so"
-    if target.exists():
-        return target
-    with atomic_path(target) as tmp:  # concurrent jobs never load half a file
-        cmd = [compiler, *flags, "-o", str(tmp), str(SOURCE), "-lm"]
-        try:  # a hang guard far above the second a build takes
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-        except subprocess.TimeoutExpired as err:
-            raise RuntimeError(f"{' '.join(cmd)} did not finish in {BUILD_TIMEOUT_S} s") from err
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr.strip()}")
-    return target
+    return ckernels.compiler()
 
 
 @functools.cache
 def _library(head_dim: int) -> ctypes.CDLL | str:
     """The C step for heads of ``head_dim``, or why there is none."""
-    compiler = _compiler()
-    if compiler is None:
-        return "no C compiler found (set CC, or install cc, gcc or clang)"
-    sgemm = _sgemm()
-    if sgemm is None:
-        return f"torch's libraries ({Path(torch.__file__).parent / 'lib'}) export no sgemm_"
-    flags = ["-O3", "-ffp-contract=fast", "-fPIC", "-shared", "-Wno-psabi", f"-DHEAD_DIM={head_dim}"]
-    try:
-        lib = ctypes.CDLL(str(_build(compiler, flags + _isa_flags())))
-    except (OSError, RuntimeError) as err:
-        return f"building {SOURCE.name} failed: {err}"
-    lib.set_sgemm.argtypes = [_P]
-    lib.set_sgemm(sgemm)
+    lib = ckernels.load(SOURCE, [f"-DHEAD_DIM={head_dim}"], _compiler())
+    if isinstance(lib, str):
+        return lib
     lib.decode_step.argtypes = [_P, _F, _F, _P, _P, _P, _I, _I, _I, _I, _P, _P, _P, _I, _I, _I, _P, _P]
     lib.decode_step.restype = None
     lib.decode_work.argtypes = [_I] * 8

@@ -180,6 +180,7 @@ def train_run(
     from maxk.generate.extract import extract_program
     from maxk.provenance import write_provenance
     from maxk.train.grpo import MaxKGRPOConfig, MaxKGRPOTrainer
+    from maxk.train.native_attention import kernel_for
 
     config = job_config(config, ("train",))  # every key left out at its default
     seed = int(config["seed"])
@@ -238,6 +239,7 @@ def train_run(
         "resumed_from": last,
         "train_wall_s": wall,
         "sandbox": sandbox,
+        "train_kernel": kernel_for(trainer.model),  # the shared-prompt passes' attention (C or torch's)
         **{k: round(v, 3) for k, v in trainer.time_totals.items()},
     }
     if start_cache is not None:  # each start point measured here or read from the run that measured it

@@ -34,6 +34,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from maxk.train.native_attention import native_attention
+
 __all__ = [
     "grouped_rows",
     "head_logps",
@@ -45,12 +47,13 @@ __all__ = [
 
 #: Pass 2's length runs per micro-batch (benchmarks/bench_update.py measures 1, 2, 4, 8).
 RUNS = 4
-#: Pass 2's LM head: ``"fused"`` (TRL's chunked kernel, which never holds ``[rows, width, vocab]``) or
-#: ``"plain"`` (``head_logps``: the run's logits at once and torch's log-softmax, 1.12x on the update
-#: and none on the no-grad passes on the embedded scale: ``benchmarks/bench_update.py`` measures both).
-#: Fused by default: on three seeds of the default the plain head gave the same pooled verdicts (10 of
-#: 10) and no end-to-end gain above the machine's noise (docs/experiments.md, "Three seeds by default?").
-HEAD = "fused"
+#: Pass 2's LM head: ``"fused"`` (TRL's chunked kernel, which never holds ``[rows, width, vocab]``),
+#: ``"plain"`` (``head_logps``: the run's logits at once and torch's log-softmax), or ``"auto"``: plain where
+#: the update's attention is the C one (``$MAXK_TRAIN_KERNEL``), else fused. ``benchmarks/bench_update.py``
+#: measures both: plain 1.15x on the update beside the C attention. Beside torch's, plain alone was 1.12x and
+#: gave no end-to-end gain above the machine's noise on three seeds (docs/experiments.md, "Three seeds by
+#: default?"), so torch's attention keeps TRL's head and its numbers.
+HEAD = "auto"
 
 
 def grouped_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int, n: int) -> bool:
@@ -128,6 +131,23 @@ def shared_prompt_logps(
     length runs (0 past each row's end). ``model`` carries TRL's fused LM head (``HEAD``: used, or
     replaced by ``head_logps`` on the backbone's output, at the temperature TRL patched it with); the
     rows must pass ``grouped_rows``. Runs under the caller's grad mode and autocast."""
+    with native_attention(model) as kernel:
+        head = HEAD if HEAD != "auto" else "plain" if kernel == "native" else "fused"
+        return _shared_prompt_logps(
+            model, input_ids, attention_mask, logits_to_keep, n, runs, temperature, head
+        )
+
+
+def _shared_prompt_logps(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    n: int,
+    runs: int | None,
+    temperature: float,
+    head: str,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     from transformers.cache_utils import DynamicCache
 
     prompt_len = input_ids.shape[1] - logits_to_keep
@@ -149,13 +169,13 @@ def shared_prompt_logps(
         labels = tail_labels(tail_ids, mask[:, prompt_len - 1 :])
         positions = tail_position_ids(prompt_len, width, input_ids.device)
         pad = (0, logits_to_keep - width)
-        if HEAD == "plain":
+        if head == "plain":
             hidden = model.model(
                 input_ids=tail_ids, attention_mask=mask, past_key_values=cache, position_ids=positions,
                 use_cache=False,
             ).last_hidden_state  # fmt: skip
-            head = model.get_output_embeddings()
-            lp, ent = head_logps(hidden[:, :-1], head.weight, head.bias, labels[:, 1:], temperature)
+            lm_head = model.get_output_embeddings()
+            lp, ent = head_logps(hidden[:, :-1], lm_head.weight, lm_head.bias, labels[:, 1:], temperature)
         else:
             out = model(
                 input_ids=tail_ids, attention_mask=mask, past_key_values=cache, position_ids=positions,
