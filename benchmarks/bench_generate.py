@@ -306,6 +306,10 @@ def native_module_at(rev: str, decode):
     folder = Path(tempfile.mkdtemp(prefix="maxk-bench-"))  # its __file__, beside its kernels/ folder
     (folder / "kernels").mkdir()
     (folder / "kernels" / "decode_step.c").write_text(c_source)
+    for header in ("vec.h", "blas.h"):  # that revision's shared headers, found before today's (maxk.ckernels)
+        text = _source_at(rev, f"src/maxk/kernels/{header}")
+        if text is not None:
+            (folder / "kernels" / header).write_text(text)
     saved = sys.modules.get("maxk.generate.decode")
     sys.modules["maxk.generate.decode"] = decode  # its `from maxk.generate.decode import ...`
     try:

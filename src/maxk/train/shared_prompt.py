@@ -11,7 +11,11 @@ from two passes:
    prefix is the sum over the rows, as in the unshared computation), then per row the last prompt
    column and the completion on top of it, with the attention mask of the whole (prompt, completion)
    row and the position ids the unshared forward uses, through the model's own forward with TRL's
-   fused LM head (``fused_lm_head=True``: same temperature, fp32 head, log-prob and entropy kernel).
+   fused LM head (``fused_lm_head=True``: same temperature, fp32 head, log-prob and entropy kernel) or
+   ``head_logps`` (the same numbers in torch; ``HEAD``).
+
+Both passes attend with the C attention (``maxk.train.native_attention``) where ``$MAXK_TRAIN_KERNEL``
+picks it: torch's SDPA arithmetic to float rounding, 1.38x on the update with ``head_logps`` beside it.
 
 Pass 2 runs in length runs: the rows sorted by completion length (up to their last unmasked token)
 and cut into ``runs`` runs of equal count, each run as wide as its longest completion, so the padding
@@ -129,8 +133,9 @@ def shared_prompt_logps(
     columns) at ``temperature`` and their entropies (None when TRL's fused head computes none), with
     each run of ``n`` rows' prompt computed once and the completions in ``runs`` (default ``RUNS``)
     length runs (0 past each row's end). ``model`` carries TRL's fused LM head (``HEAD``: used, or
-    replaced by ``head_logps`` on the backbone's output, at the temperature TRL patched it with); the
-    rows must pass ``grouped_rows``. Runs under the caller's grad mode and autocast."""
+    replaced by ``head_logps`` on the backbone's output, at the temperature TRL patched it with); its
+    layers attend with the C attention where ``$MAXK_TRAIN_KERNEL`` picks it (``HEAD`` ``"auto"``: then
+    ``head_logps``); the rows must pass ``grouped_rows``. Runs under the caller's grad mode and autocast."""
     with native_attention(model) as kernel:
         head = HEAD if HEAD != "auto" else "plain" if kernel == "native" else "fused"
         return _shared_prompt_logps(
