@@ -27,8 +27,10 @@ from maxk.io import atomic_path
 __all__ = [
     "BUILD_TIMEOUT_S",
     "INCLUDE",
+    "KERNELS",
     "build",
     "cache_dir",
+    "choice",
     "compiler",
     "headers",
     "isa_flags",
@@ -36,12 +38,23 @@ __all__ = [
     "sgemm_address",
 ]
 
+#: The values of a kernel's environment variable (``MAXK_DECODE_KERNEL``, ``MAXK_TRAIN_KERNEL``): the C
+#: kernel where it applies and builds, else torch's (``auto``); the C kernel or an error; torch's.
+KERNELS = ("auto", "native", "torch")
 #: Seconds a build may take before it counts as failed (it takes about one).
 BUILD_TIMEOUT_S = 600
 #: The headers every kernel may include (``vec.h``: vector helpers; ``blas.h``: torch's ``sgemm_``).
 INCLUDE = Path(__file__).with_name("kernels")
 #: Flags every kernel is built with (before its own and the vector width's).
 BASE_FLAGS = ["-O3", "-ffp-contract=fast", "-fPIC", "-shared", "-Wno-psabi"]
+
+
+def choice(env: str) -> str:
+    """The kernel ``$env`` picks, one of ``KERNELS`` (``auto`` where unset), or a ValueError naming it."""
+    value = os.environ.get(env, "auto").strip().lower() or "auto"
+    if value not in KERNELS:
+        raise ValueError(f"{env}={value!r}: expected one of {', '.join(KERNELS)}")
+    return value
 
 
 def isa_flags() -> list[str]:

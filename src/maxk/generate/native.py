@@ -28,7 +28,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ log = logging.getLogger(__name__)
 
 #: The environment variable that picks the decode step, and its values.
 KERNEL_ENV = "MAXK_DECODE_KERNEL"
-KERNELS = ("auto", "native", "torch")
+KERNELS = ckernels.KERNELS
 SOURCE = Path(__file__).with_name("kernels") / "decode_step.c"
 #: Most query heads a key/value head serves (the C step's per-row accumulators).
 MAX_GROUP = 8
@@ -58,10 +57,7 @@ _I, _F, _P = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
 
 def kernel_choice() -> str:
     """``$MAXK_DECODE_KERNEL``, checked (``auto`` where unset)."""
-    value = os.environ.get(KERNEL_ENV, "auto").strip().lower() or "auto"
-    if value not in KERNELS:
-        raise ValueError(f"{KERNEL_ENV}={value!r}: expected one of {', '.join(KERNELS)}")
-    return value
+    return ckernels.choice(KERNEL_ENV)
 
 
 def _compiler() -> str | None:

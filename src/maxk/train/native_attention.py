@@ -26,7 +26,6 @@ import contextlib
 import ctypes
 import functools
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,7 @@ log = logging.getLogger(__name__)
 
 #: The environment variable that picks the update's attention, and its values.
 KERNEL_ENV = "MAXK_TRAIN_KERNEL"
-KERNELS = ("auto", "native", "torch")
+KERNELS = ckernels.KERNELS
 #: The attention's name in transformers' attention and mask registries.
 NAME = "maxk_native"
 SOURCE = Path(__file__).with_name("kernels") / "attention.c"
@@ -61,10 +60,7 @@ _I, _F, _P = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
 
 def kernel_choice() -> str:
     """``$MAXK_TRAIN_KERNEL``, checked (``auto`` where unset)."""
-    value = os.environ.get(KERNEL_ENV, "auto").strip().lower() or "auto"
-    if value not in KERNELS:
-        raise ValueError(f"{KERNEL_ENV}={value!r}: expected one of {', '.join(KERNELS)}")
-    return value
+    return ckernels.choice(KERNEL_ENV)
 
 
 @functools.cache
