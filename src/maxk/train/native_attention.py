@@ -71,7 +71,7 @@ def _library() -> ctypes.CDLL | str:
         return lib
     lib.attention_forward.argtypes = [_P, _P, _P, _P] + [_I] * 8 + [_F, _P, _P]
     lib.attention_forward.restype = None
-    lib.attention_backward.argtypes = [_P] * 6 + [_I] * 7 + [_F, _P, _P, _P]
+    lib.attention_backward.argtypes = [_P] * 6 + [_I] * 7 + [_F] + [_P] * 5
     lib.attention_backward.restype = None
     return lib
 
@@ -169,9 +169,12 @@ class _Attention(torch.autograd.Function):
         KVH, S = k.shape[1], k.shape[2]
         do = do.contiguous()
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        _library().attention_backward(q.data_ptr(), k.data_ptr(), v.data_ptr(), p.data_ptr(), o.data_ptr(),
-                                      do.data_ptr(), B, H, KVH, W, S, p.shape[3], D, ctx.scale, dq.data_ptr(),
-                                      dk.data_ptr(), dv.data_ptr())  # fmt: skip
+        Sp, G = p.shape[3], H // KVH
+        scratch, delta = torch.empty(G, W, Sp), torch.empty(G, W)
+        ptrs = (q, k, v, p, o, do)
+        _library().attention_backward(*(t.data_ptr() for t in ptrs), B, H, KVH, W, S, Sp, D, ctx.scale,
+                                      scratch.data_ptr(), delta.data_ptr(), dq.data_ptr(), dk.data_ptr(),
+                                      dv.data_ptr())  # fmt: skip
         return dq, dk, dv, None, None, None
 
 

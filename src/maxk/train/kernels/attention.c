@@ -11,10 +11,10 @@
    the softmax and the masks are here. Layouts (row-major, contiguous): q [B, H, W, D]; k, v [B, KVH, S, D];
    mask [B, W, S] bytes (1: attend) or none, then query i sees keys j <= i + offset; p [B, H, W, Sp]
    (Sp: S rounded up to 16, the padding 0);
-   o and do [B, W, H, D] (transformers' layout after attention); dq like q, dk and dv like k. */
+   o and do [B, W, H, D] (transformers' layout after attention); dq like q, dk and dv like k; the
+   backward's scratch dS [G, W, Sp] and delta [G, W] (G = H / KVH). */
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "blas.h"
@@ -77,10 +77,8 @@ void attention_forward(const float *q, const float *k, const float *v, const uin
 
 void attention_backward(const float *q, const float *k, const float *v, const float *p, const float *o,
                         const float *dout, int B, int H, int KVH, int W, int S, int Sp, int D, float scale,
-                        float *dq, float *dk, float *dv) {
+                        float *dS, float *delta, float *dq, float *dk, float *dv) {
     int G = H / KVH, HD = H * D;
-    float *dS = malloc(sizeof(float) * (size_t)G * W * Sp);
-    float *delta = malloc(sizeof(float) * (size_t)G * W);
     for (int64_t b = 0; b < B; b++) {
         for (int g = 0; g < KVH; g++) {
             const float *Q = q + ((b * H + (int64_t)g * G) * W) * D;
@@ -107,7 +105,5 @@ void attention_backward(const float *q, const float *k, const float *v, const fl
             mm(1, 0, S, D, G * W, scale, dS, Sp, Q, D, 0.0f, dK, D);
         }
     }
-    free(dS);
-    free(delta);
 }
 
